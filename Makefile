@@ -1,0 +1,82 @@
+# tpuc front door. Every target sets up what it needs first (scripts/setup.sh:
+# Debian packages, .venv with requirements.txt, CMake + Ninja build in build/),
+# and is quick when nothing changed.
+#
+#   make / make build   set up and build (build/)
+#   make demo           ... and run build/tpuc_demo
+#   make test           C tests, then ASan+UBSan tests (build-asan/), then
+#                       libFuzzer targets for FUZZ_SECONDS each (build-fuzz/)
+#   make bench          run every build/bench_* (JSON in bench/results/), table
+#   make bench-runtime  run build/bench_runtime only, table
+#   make format         clang-format -i over the C/C++ sources
+#   make clean          remove the build trees (make distclean: and .venv)
+#
+# Variables: JOBS (parallel build jobs, 2), FUZZ_SECONDS (60 per target),
+#   FUZZ_FLAGS (extra libFuzzer flags), CTEST_ARGS (extra ctest args).
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+
+JOBS ?= 2
+FUZZ_SECONDS ?= 60
+FUZZ_FLAGS ?=
+CTEST_ARGS ?=
+PYTHON := .venv/bin/python
+BENCH_RESULTS := bench/results
+FORMAT_DIRS := include src tests fuzz bench demo bindings
+
+export JOBS FUZZ_SECONDS FUZZ_FLAGS
+
+.PHONY: all build setup demo test test-c test-asan test-fuzz bench \
+	bench-runtime format clean distclean
+
+all: build
+
+build setup:
+	scripts/setup.sh build
+
+demo: build
+	./build/tpuc_demo
+
+# Stages run in order and stop at the first failure.
+test:
+	$(MAKE) --no-print-directory test-c
+	$(MAKE) --no-print-directory test-asan
+	$(MAKE) --no-print-directory test-fuzz
+
+test-c: build
+	ctest --test-dir build --output-on-failure $(CTEST_ARGS)
+
+test-asan:
+	scripts/setup.sh build-asan -DTPUC_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug
+	ctest --test-dir build-asan --output-on-failure $(CTEST_ARGS)
+
+test-fuzz:
+	scripts/fuzz.sh
+
+bench: build
+	mkdir -p $(BENCH_RESULTS)
+	@shopt -s nullglob; benches=(build/bench_*); \
+	if [[ $${#benches[@]} -eq 0 ]]; then echo "bench: no benchmarks built"; fi; \
+	for b in "$${benches[@]}"; do \
+	  [[ -x "$$b" && -f "$$b" ]] || continue; \
+	  echo "== $$b"; \
+	  TPUC_BENCH_RESULTS_DIR="$(CURDIR)/$(BENCH_RESULTS)" "$$b"; \
+	done
+	$(PYTHON) scripts/bench_table.py $(BENCH_RESULTS)
+
+bench-runtime: build
+	mkdir -p $(BENCH_RESULTS)
+	TPUC_BENCH_RESULTS_DIR="$(CURDIR)/$(BENCH_RESULTS)" ./build/bench_runtime
+	$(PYTHON) scripts/bench_table.py $(BENCH_RESULTS)
+
+format:
+	find $(wildcard $(FORMAT_DIRS)) -type f \
+	  \( -name '*.c' -o -name '*.h' -o -name '*.cc' -o -name '*.cpp' \
+	     -o -name '*.hpp' \) -print0 | xargs -0 -r clang-format -i
+
+clean:
+	rm -rf build build-asan build-fuzz
+
+distclean: clean
+	rm -rf .venv
