@@ -1,0 +1,57 @@
+/* Device buffers: immutable, reference-counted arrays on one device. */
+#ifndef TPUC_BUFFER_H_
+#define TPUC_BUFFER_H_
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tpuc/client.h"
+#include "tpuc/dtype.h"
+#include "tpuc/event.h"
+#include "tpuc/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TPUC_MAX_RANK 16
+
+typedef struct tpuc_buffer tpuc_buffer;
+
+/* Copies host memory to a new buffer on `device` (an addressable-device
+ * index). `byte_strides` may be NULL for a dense row-major array; otherwise
+ * one stride in bytes per dimension (any order, non-negative). The host
+ * memory may be reused as soon as this returns. */
+tpuc_status* tpuc_buffer_from_host(tpuc_client* client, int device,
+                                   tpuc_dtype dtype, const int64_t* dims,
+                                   int rank, const void* data,
+                                   const int64_t* byte_strides,
+                                   tpuc_buffer** out);
+
+/* Copies the buffer to dense row-major host memory and waits. `size` must
+ * be exactly the buffer's byte size. */
+tpuc_status* tpuc_buffer_to_host(tpuc_buffer* buffer, void* dst, size_t size);
+/* Starts the copy; `dst` must stay valid until *done is ready. */
+tpuc_status* tpuc_buffer_to_host_async(tpuc_buffer* buffer, void* dst,
+                                       size_t size, tpuc_event** done);
+
+/* Event that is ready when the buffer's value has been computed. */
+tpuc_status* tpuc_buffer_ready_event(tpuc_buffer* buffer, tpuc_event** out);
+
+tpuc_dtype tpuc_buffer_dtype(const tpuc_buffer* buffer);
+int tpuc_buffer_rank(const tpuc_buffer* buffer);
+const int64_t* tpuc_buffer_dims(const tpuc_buffer* buffer);
+int64_t tpuc_buffer_num_elements(const tpuc_buffer* buffer);
+size_t tpuc_buffer_byte_size(const tpuc_buffer* buffer);
+int tpuc_buffer_device(const tpuc_buffer* buffer);
+/* true once the buffer's storage was donated to an execution. */
+bool tpuc_buffer_is_deleted(const tpuc_buffer* buffer);
+
+void tpuc_buffer_retain(tpuc_buffer* buffer);
+void tpuc_buffer_release(tpuc_buffer* buffer);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TPUC_BUFFER_H_ */

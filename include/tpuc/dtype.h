@@ -1,0 +1,48 @@
+/* Element types understood by tpuc, with their StableHLO spelling. */
+#ifndef TPUC_DTYPE_H_
+#define TPUC_DTYPE_H_
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum tpuc_dtype {
+  TPUC_DTYPE_INVALID = 0,
+  TPUC_DTYPE_PRED, /* i1, stored as one byte */
+  TPUC_DTYPE_S8,
+  TPUC_DTYPE_S16,
+  TPUC_DTYPE_S32,
+  TPUC_DTYPE_S64,
+  TPUC_DTYPE_U8,
+  TPUC_DTYPE_U16,
+  TPUC_DTYPE_U32,
+  TPUC_DTYPE_U64,
+  TPUC_DTYPE_F16,
+  TPUC_DTYPE_BF16,
+  TPUC_DTYPE_F32,
+  TPUC_DTYPE_F64,
+  TPUC_DTYPE_C64,
+  TPUC_DTYPE_C128,
+  TPUC_DTYPE_COUNT_
+} tpuc_dtype;
+
+/* Size of one element in bytes; 0 for an invalid dtype. */
+size_t tpuc_dtype_size(tpuc_dtype dtype);
+/* MLIR element type spelling: "i1", "i32", "ui8", "bf16", "complex<f32>".
+ * "invalid" for an invalid dtype. */
+const char* tpuc_dtype_mlir_name(tpuc_dtype dtype);
+/* Parses an MLIR element type spelling; TPUC_DTYPE_INVALID if unknown.
+ * `len` is the length of `name` (it need not be NUL-terminated). */
+tpuc_dtype tpuc_dtype_from_mlir_name(const char* name, size_t len);
+int tpuc_dtype_is_float(tpuc_dtype dtype);   /* f16, bf16, f32, f64 */
+int tpuc_dtype_is_complex(tpuc_dtype dtype); /* c64, c128 */
+int tpuc_dtype_is_signed_int(tpuc_dtype dtype);
+int tpuc_dtype_is_unsigned_int(tpuc_dtype dtype);
+int tpuc_dtype_is_valid(tpuc_dtype dtype);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TPUC_DTYPE_H_ */

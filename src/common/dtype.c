@@ -1,0 +1,68 @@
+/* Element type table: sizes and MLIR spellings. */
+#include "tpuc/dtype.h"
+
+#include <string.h>
+
+typedef struct {
+  const char* mlir;
+  size_t size;
+} dtype_row;
+
+static const dtype_row kRows[TPUC_DTYPE_COUNT_] = {
+    [TPUC_DTYPE_INVALID] = {"invalid", 0},
+    [TPUC_DTYPE_PRED] = {"i1", 1},
+    [TPUC_DTYPE_S8] = {"i8", 1},
+    [TPUC_DTYPE_S16] = {"i16", 2},
+    [TPUC_DTYPE_S32] = {"i32", 4},
+    [TPUC_DTYPE_S64] = {"i64", 8},
+    [TPUC_DTYPE_U8] = {"ui8", 1},
+    [TPUC_DTYPE_U16] = {"ui16", 2},
+    [TPUC_DTYPE_U32] = {"ui32", 4},
+    [TPUC_DTYPE_U64] = {"ui64", 8},
+    [TPUC_DTYPE_F16] = {"f16", 2},
+    [TPUC_DTYPE_BF16] = {"bf16", 2},
+    [TPUC_DTYPE_F32] = {"f32", 4},
+    [TPUC_DTYPE_F64] = {"f64", 8},
+    [TPUC_DTYPE_C64] = {"complex<f32>", 8},
+    [TPUC_DTYPE_C128] = {"complex<f64>", 16},
+};
+
+int tpuc_dtype_is_valid(tpuc_dtype d) {
+  return d > TPUC_DTYPE_INVALID && d < TPUC_DTYPE_COUNT_;
+}
+
+size_t tpuc_dtype_size(tpuc_dtype d) {
+  return tpuc_dtype_is_valid(d) ? kRows[d].size : 0;
+}
+
+const char* tpuc_dtype_mlir_name(tpuc_dtype d) {
+  return tpuc_dtype_is_valid(d) ? kRows[d].mlir : "invalid";
+}
+
+tpuc_dtype tpuc_dtype_from_mlir_name(const char* name, size_t len) {
+  if (name == NULL) return TPUC_DTYPE_INVALID;
+  for (int d = TPUC_DTYPE_PRED; d < TPUC_DTYPE_COUNT_; d++) {
+    if (strlen(kRows[d].mlir) == len && memcmp(kRows[d].mlir, name, len) == 0)
+      return (tpuc_dtype)d;
+  }
+  return TPUC_DTYPE_INVALID;
+}
+
+int tpuc_dtype_is_float(tpuc_dtype d) {
+  return d == TPUC_DTYPE_F16 || d == TPUC_DTYPE_BF16 || d == TPUC_DTYPE_F32 ||
+         d == TPUC_DTYPE_F64;
+}
+
+int tpuc_dtype_is_complex(tpuc_dtype d) {
+  return d == TPUC_DTYPE_C64 || d == TPUC_DTYPE_C128;
+}
+
+int tpuc_dtype_is_signed_int(tpuc_dtype d) {
+  return d == TPUC_DTYPE_S8 || d == TPUC_DTYPE_S16 || d == TPUC_DTYPE_S32 ||
+         d == TPUC_DTYPE_S64;
+}
+
+int tpuc_dtype_is_unsigned_int(tpuc_dtype d) {
+  return d == TPUC_DTYPE_U8 || d == TPUC_DTYPE_U16 || d == TPUC_DTYPE_U32 ||
+         d == TPUC_DTYPE_U64;
+}

@@ -1,0 +1,233 @@
+/* Device buffers: host <-> device transfers and reference counting. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "pjrt/internal.h"
+
+PJRT_Buffer_Type tpuc_pjrt_buffer_type(tpuc_dtype d) {
+  switch (d) {
+    case TPUC_DTYPE_PRED: return PJRT_Buffer_Type_PRED;
+    case TPUC_DTYPE_S8: return PJRT_Buffer_Type_S8;
+    case TPUC_DTYPE_S16: return PJRT_Buffer_Type_S16;
+    case TPUC_DTYPE_S32: return PJRT_Buffer_Type_S32;
+    case TPUC_DTYPE_S64: return PJRT_Buffer_Type_S64;
+    case TPUC_DTYPE_U8: return PJRT_Buffer_Type_U8;
+    case TPUC_DTYPE_U16: return PJRT_Buffer_Type_U16;
+    case TPUC_DTYPE_U32: return PJRT_Buffer_Type_U32;
+    case TPUC_DTYPE_U64: return PJRT_Buffer_Type_U64;
+    case TPUC_DTYPE_F16: return PJRT_Buffer_Type_F16;
+    case TPUC_DTYPE_BF16: return PJRT_Buffer_Type_BF16;
+    case TPUC_DTYPE_F32: return PJRT_Buffer_Type_F32;
+    case TPUC_DTYPE_F64: return PJRT_Buffer_Type_F64;
+    case TPUC_DTYPE_C64: return PJRT_Buffer_Type_C64;
+    case TPUC_DTYPE_C128: return PJRT_Buffer_Type_C128;
+    default: return PJRT_Buffer_Type_INVALID;
+  }
+}
+
+/* Element count of a shape; -1 on overflow. */
+static int64_t shape_elements(const int64_t* dims, int rank) {
+  int64_t n = 1;
+  for (int i = 0; i < rank; i++) {
+    if (dims[i] != 0 && n > INT64_MAX / dims[i]) return -1;
+    n *= dims[i];
+  }
+  return n;
+}
+
+tpuc_status* tpuc_buffer_wrap(tpuc_client* client, PJRT_Buffer* pjrt,
+                              int device, const tpuc_value_type* type,
+                              tpuc_buffer** out) {
+  tpuc_buffer* b = calloc(1, sizeof *b);
+  if (b == NULL) {
+    PJRT_Buffer_Destroy_Args d = {0};
+    d.struct_size = sizeof d;
+    d.buffer = pjrt;
+    tpuc_status_free(
+        tpuc_pjrt_error(client->api, client->api->PJRT_Buffer_Destroy(&d), NULL));
+    return tpuc_status_make(TPUC_RESOURCE_EXHAUSTED, "out of host memory");
+  }
+  atomic_init(&b->refs, 1);
+  b->client = client;
+  b->pjrt = pjrt;
+  b->device = device;
+  b->dtype = type->dtype;
+  b->rank = type->rank;
+  memcpy(b->dims, type->dims, sizeof(int64_t) * (size_t)type->rank);
+  *out = b;
+  return NULL;
+}
+
+tpuc_status* tpuc_buffer_from_host(tpuc_client* client, int device,
+                                   tpuc_dtype dtype, const int64_t* dims,
+                                   int rank, const void* data,
+                                   const int64_t* byte_strides,
+                                   tpuc_buffer** out) {
+  if (client == NULL || out == NULL)
+    return tpuc_status_make(TPUC_INVALID_ARGUMENT, "client or out is NULL");
+  *out = NULL;
+  if (device < 0 || (size_t)device >= client->num_devices)
+    return tpuc_status_make(TPUC_INVALID_ARGUMENT,
+                            "device index %d out of range: %s has %zu "
+                            "addressable device(s)",
+                            device, client->platform_name, client->num_devices);
+  if (!tpuc_dtype_is_valid(dtype))
+    return tpuc_status_make(TPUC_INVALID_ARGUMENT, "invalid dtype %d",
+                            (int)dtype);
+  if (rank < 0 || rank > TPUC_MAX_RANK)
+    return tpuc_status_make(TPUC_INVALID_ARGUMENT,
+                            "rank %d out of range [0, %d]", rank, TPUC_MAX_RANK);
+  if (rank > 0 && dims == NULL)
+    return tpuc_status_make(TPUC_INVALID_ARGUMENT, "dims is NULL for rank %d",
+                            rank);
+  for (int i = 0; i < rank; i++) {
+    if (dims[i] < 0)
+      return tpuc_status_make(TPUC_INVALID_ARGUMENT,
+                              "dimension %d is negative (%lld)", i,
+                              (long long)dims[i]);
+    if (byte_strides != NULL && byte_strides[i] < 0)
+      return tpuc_status_make(TPUC_INVALID_ARGUMENT,
+                              "byte stride %d is negative (%lld)", i,
+                              (long long)byte_strides[i]);
+  }
+  int64_t n = shape_elements(dims, rank);
+  if (n < 0 || (uint64_t)n > SIZE_MAX / tpuc_dtype_size(dtype))
+    return tpuc_status_make(TPUC_INVALID_ARGUMENT,
+                            "shape is too large (element count overflows)");
+  if (n > 0 && data == NULL)
+    return tpuc_status_make(TPUC_INVALID_ARGUMENT,
+                            "data is NULL for a non-empty array");
+  static const char kZero[16] = {0};
+  const PJRT_Api* api = client->api;
+  PJRT_Client_BufferFromHostBuffer_Args a = {0};
+  a.struct_size = sizeof a;
+  a.client = client->pjrt;
+  a.data = data ? data : kZero;
+  a.type = tpuc_pjrt_buffer_type(dtype);
+  a.dims = dims;
+  a.num_dims = (size_t)rank;
+  a.byte_strides = byte_strides;
+  a.num_byte_strides = byte_strides ? (size_t)rank : 0;
+  a.host_buffer_semantics = PJRT_HostBufferSemantics_kImmutableOnlyDuringCall;
+  a.device = client->devices[device];
+  TPUC_RETURN_IF_ERROR(tpuc_pjrt_error(
+      api, api->PJRT_Client_BufferFromHostBuffer(&a),
+      "copying a %s array to device %d", tpuc_dtype_mlir_name(dtype), device));
+  if (a.done_with_host_buffer != NULL) {
+    PJRT_Event_Await_Args w = {0};
+    w.struct_size = sizeof w;
+    w.event = a.done_with_host_buffer;
+    tpuc_status* st = tpuc_pjrt_error(api, api->PJRT_Event_Await(&w),
+                                      "host-to-device transfer");
+    PJRT_Event_Destroy_Args d = {0};
+    d.struct_size = sizeof d;
+    d.event = a.done_with_host_buffer;
+    tpuc_status_free(tpuc_pjrt_error(api, api->PJRT_Event_Destroy(&d), NULL));
+    if (st != NULL) {
+      PJRT_Buffer_Destroy_Args bd = {0};
+      bd.struct_size = sizeof bd;
+      bd.buffer = a.buffer;
+      tpuc_status_free(tpuc_pjrt_error(api, api->PJRT_Buffer_Destroy(&bd), NULL));
+      return st;
+    }
+  }
+  tpuc_value_type t = {.dtype = dtype, .rank = rank};
+  if (rank > 0) memcpy(t.dims, dims, sizeof(int64_t) * (size_t)rank);
+  return tpuc_buffer_wrap(client, a.buffer, device, &t, out);
+}
+
+static tpuc_status* check_readable(tpuc_buffer* b, void* dst, size_t size) {
+  if (b == NULL) return tpuc_status_make(TPUC_INVALID_ARGUMENT, "buffer is NULL");
+  if (tpuc_buffer_is_deleted(b))
+    return tpuc_status_make(TPUC_FAILED_PRECONDITION,
+                            "buffer was donated to an execution and can no "
+                            "longer be read");
+  size_t need = tpuc_buffer_byte_size(b);
+  if (size != need)
+    return tpuc_status_make(TPUC_INVALID_ARGUMENT,
+                            "destination holds %zu bytes, the buffer has %zu",
+                            size, need);
+  if (dst == NULL && need > 0)
+    return tpuc_status_make(TPUC_INVALID_ARGUMENT, "destination is NULL");
+  return NULL;
+}
+
+tpuc_status* tpuc_buffer_to_host_async(tpuc_buffer* b, void* dst, size_t size,
+                                       tpuc_event** done) {
+  if (done == NULL) return tpuc_status_make(TPUC_INVALID_ARGUMENT, "done is NULL");
+  *done = NULL;
+  TPUC_RETURN_IF_ERROR(check_readable(b, dst, size));
+  const PJRT_Api* api = b->client->api;
+  char scratch[16];
+  PJRT_Buffer_ToHostBuffer_Args a = {0};
+  a.struct_size = sizeof a;
+  a.src = b->pjrt;
+  a.dst = size ? dst : scratch;
+  a.dst_size = size;
+  TPUC_RETURN_IF_ERROR(tpuc_pjrt_error(api, api->PJRT_Buffer_ToHostBuffer(&a),
+                                       "device-to-host transfer"));
+  return tpuc_event_wrap(api, a.event, done);
+}
+
+tpuc_status* tpuc_buffer_to_host(tpuc_buffer* b, void* dst, size_t size) {
+  tpuc_event* ev = NULL;
+  TPUC_RETURN_IF_ERROR(tpuc_buffer_to_host_async(b, dst, size, &ev));
+  tpuc_status* st = tpuc_event_await(ev);
+  tpuc_event_destroy(ev);
+  return st;
+}
+
+tpuc_status* tpuc_buffer_ready_event(tpuc_buffer* b, tpuc_event** out) {
+  if (b == NULL || out == NULL)
+    return tpuc_status_make(TPUC_INVALID_ARGUMENT, "buffer or out is NULL");
+  const PJRT_Api* api = b->client->api;
+  PJRT_Buffer_ReadyEvent_Args a = {0};
+  a.struct_size = sizeof a;
+  a.buffer = b->pjrt;
+  TPUC_RETURN_IF_ERROR(
+      tpuc_pjrt_error(api, api->PJRT_Buffer_ReadyEvent(&a), "buffer ready event"));
+  return tpuc_event_wrap(api, a.event, out);
+}
+
+tpuc_dtype tpuc_buffer_dtype(const tpuc_buffer* b) {
+  return b ? b->dtype : TPUC_DTYPE_INVALID;
+}
+int tpuc_buffer_rank(const tpuc_buffer* b) { return b ? b->rank : 0; }
+const int64_t* tpuc_buffer_dims(const tpuc_buffer* b) {
+  return b ? b->dims : NULL;
+}
+int64_t tpuc_buffer_num_elements(const tpuc_buffer* b) {
+  return b ? shape_elements(b->dims, b->rank) : 0;
+}
+size_t tpuc_buffer_byte_size(const tpuc_buffer* b) {
+  return b ? (size_t)tpuc_buffer_num_elements(b) * tpuc_dtype_size(b->dtype)
+           : 0;
+}
+int tpuc_buffer_device(const tpuc_buffer* b) { return b ? b->device : -1; }
+
+bool tpuc_buffer_is_deleted(const tpuc_buffer* b) {
+  if (b == NULL) return true;
+  PJRT_Buffer_IsDeleted_Args a = {0};
+  a.struct_size = sizeof a;
+  a.buffer = b->pjrt;
+  PJRT_Error* e = b->client->api->PJRT_Buffer_IsDeleted(&a);
+  if (e != NULL) {
+    tpuc_status_free(tpuc_pjrt_error(b->client->api, e, NULL));
+    return false;
+  }
+  return a.is_deleted;
+}
+
+void tpuc_buffer_retain(tpuc_buffer* b) {
+  if (b) atomic_fetch_add(&b->refs, 1);
+}
+
+void tpuc_buffer_release(tpuc_buffer* b) {
+  if (b == NULL || atomic_fetch_sub(&b->refs, 1) != 1) return;
+  PJRT_Buffer_Destroy_Args d = {0};
+  d.struct_size = sizeof d;
+  d.buffer = b->pjrt;
+  tpuc_status_free(
+      tpuc_pjrt_error(b->client->api, b->client->api->PJRT_Buffer_Destroy(&d), NULL));
+  free(b);
+}

@@ -1,0 +1,498 @@
+/* Two-tier compile cache.
+ *
+ * Key: the program text plus the encoded compile options; its 128-bit
+ * fingerprint indexes both tiers and the full key is compared on every hit,
+ * so a fingerprint collision can only cost a compile, never return the
+ * wrong executable.
+ *
+ * Memory tier: open-addressing hash table of executables (each holds one
+ * reference).
+ * Disk tier: <dir>/<plugin fingerprint>/<key fingerprint>.tpx, one
+ * serialized executable per file:
+ *   "TPUCEXE1" | u64 key_len | u64 payload_len | u64 payload_fp.lo |
+ *   u64 payload_fp.hi | key bytes | payload bytes
+ * Written to a temporary file and renamed into place (atomic); a per-entry
+ * flock serializes processes compiling the same program so the second one
+ * loads what the first wrote. An entry that fails any check (magic, sizes,
+ * key, checksum, deserialization) is counted as corrupt, removed, and the
+ * program is compiled again. */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "pjrt/internal.h"
+
+#define MAGIC "TPUCEXE1"
+#define HEADER_BYTES (8 + 4 * 8)
+
+typedef struct {
+  tpuc_fingerprint fp;
+  char* key; /* program text + options */
+  size_t key_len;
+  tpuc_executable* exe;
+} cache_entry;
+
+struct tpuc_cache {
+  tpuc_client* client;
+  pthread_mutex_t mu;
+  cache_entry* slots;
+  size_t cap, count;
+  char* dir; /* NULL: no disk tier */
+  tpuc_cache_stats stats;
+};
+
+/* ------------------------------ helpers -------------------------------- */
+
+static int mkdirs(const char* path) {
+  char buf[4096];
+  size_t n = strlen(path);
+  if (n == 0 || n >= sizeof buf) return -1;
+  memcpy(buf, path, n + 1);
+  for (size_t i = 1; i <= n; i++) {
+    if (buf[i] == '/' || buf[i] == '\0') {
+      char saved = buf[i];
+      buf[i] = '\0';
+      if (mkdir(buf, 0755) != 0 && errno != EEXIST) return -1;
+      buf[i] = saved;
+    }
+  }
+  return 0;
+}
+
+static char* default_cache_root(void) {
+  const char* env = getenv("TPUC_CACHE_DIR");
+  if (env && env[0]) return strdup(env);
+  char buf[4096];
+  const char* xdg = getenv("XDG_CACHE_HOME");
+  const char* home = getenv("HOME");
+  if (xdg && xdg[0])
+    snprintf(buf, sizeof buf, "%s/tpuc", xdg);
+  else if (home && home[0])
+    snprintf(buf, sizeof buf, "%s/.cache/tpuc", home);
+  else
+    return NULL;
+  return strdup(buf);
+}
+
+/* Identifies the plugin build and platform, so entries written by another
+ * plugin (or version) are never loaded. */
+static tpuc_fingerprint plugin_fingerprint(tpuc_client* c) {
+  char id[1024];
+  struct stat st;
+  long long size = stat(c->plugin->info.path, &st) == 0 ? st.st_size : -1;
+  long long mtime = stat(c->plugin->info.path, &st) == 0 ? st.st_mtime : 0;
+  int n = snprintf(id, sizeof id, "%s|%s|%d.%d|%s|%lld|%lld|%zu",
+                   c->platform_name, c->platform_version,
+                   c->plugin->info.api_major, c->plugin->info.api_minor,
+                   c->plugin->info.xla_version, size, mtime,
+                   c->num_devices);
+  tpuc_fingerprint zero = {0, 0};
+  return tpuc_fingerprint_bytes(zero, id, (size_t)n);
+}
+
+tpuc_status* tpuc_cache_create(tpuc_client* c, const tpuc_client_options* o,
+                               tpuc_cache** out) {
+  tpuc_cache* k = calloc(1, sizeof *k);
+  if (k == NULL)
+    return tpuc_status_make(TPUC_RESOURCE_EXHAUSTED, "out of host memory");
+  k->client = c;
+  pthread_mutex_init(&k->mu, NULL);
+  if (o == NULL || !o->disable_disk_cache) {
+    char* root = (o && o->cache_dir) ? strdup(o->cache_dir) : default_cache_root();
+    if (root != NULL) {
+      char hex[33];
+      tpuc_fingerprint_hex(plugin_fingerprint(c), hex);
+      size_t n = strlen(root) + 1 + 32 + 1;
+      k->dir = malloc(n);
+      if (k->dir) snprintf(k->dir, n, "%s/%s", root, hex);
+      free(root);
+      if (k->dir && mkdirs(k->dir) != 0) {
+        /* An unwritable cache folder only disables the disk tier. */
+        free(k->dir);
+        k->dir = NULL;
+      }
+    }
+  }
+  *out = k;
+  return NULL;
+}
+
+void tpuc_cache_destroy(tpuc_cache* k) {
+  if (k == NULL) return;
+  for (size_t i = 0; i < k->cap; i++) {
+    if (k->slots[i].exe) {
+      tpuc_executable_release(k->slots[i].exe);
+      free(k->slots[i].key);
+    }
+  }
+  free(k->slots);
+  free(k->dir);
+  pthread_mutex_destroy(&k->mu);
+  free(k);
+}
+
+/* ---------------------------- memory tier ------------------------------ */
+
+static cache_entry* mem_find(tpuc_cache* k, tpuc_fingerprint fp,
+                             const char* key, size_t key_len) {
+  if (k->cap == 0) return NULL;
+  size_t mask = k->cap - 1;
+  for (size_t i = (size_t)fp.lo & mask;; i = (i + 1) & mask) {
+    cache_entry* e = &k->slots[i];
+    if (e->exe == NULL) return NULL;
+    if (e->fp.lo == fp.lo && e->fp.hi == fp.hi && e->key_len == key_len &&
+        memcmp(e->key, key, key_len) == 0)
+      return e;
+  }
+}
+
+static int mem_grow(tpuc_cache* k) {
+  size_t cap = k->cap ? k->cap * 2 : 64;
+  cache_entry* ns = calloc(cap, sizeof *ns);
+  if (ns == NULL) return 0;
+  for (size_t i = 0; i < k->cap; i++) {
+    if (k->slots[i].exe == NULL) continue;
+    size_t j = (size_t)k->slots[i].fp.lo & (cap - 1);
+    while (ns[j].exe) j = (j + 1) & (cap - 1);
+    ns[j] = k->slots[i];
+  }
+  free(k->slots);
+  k->slots = ns;
+  k->cap = cap;
+  return 1;
+}
+
+/* Inserts (the cache takes a reference). Failure to insert is harmless. */
+static void mem_insert(tpuc_cache* k, tpuc_fingerprint fp, const char* key,
+                       size_t key_len, tpuc_executable* exe) {
+  if (mem_find(k, fp, key, key_len) != NULL) return;
+  if ((k->count + 1) * 4 > k->cap * 3 && !mem_grow(k)) return;
+  char* copy = malloc(key_len);
+  if (copy == NULL) return;
+  memcpy(copy, key, key_len);
+  size_t j = (size_t)fp.lo & (k->cap - 1);
+  while (k->slots[j].exe) j = (j + 1) & (k->cap - 1);
+  tpuc_executable_retain(exe);
+  k->slots[j] = (cache_entry){fp, copy, key_len, exe};
+  k->count++;
+}
+
+/* ----------------------------- disk tier ------------------------------- */
+
+static void entry_path(tpuc_cache* k, tpuc_fingerprint fp, const char* suffix,
+                       char* out, size_t cap) {
+  char hex[33];
+  tpuc_fingerprint_hex(fp, hex);
+  snprintf(out, cap, "%s/%s%s", k->dir, hex, suffix);
+}
+
+static int read_file(const char* path, char** data, size_t* len) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  struct stat st;
+  if (fstat(fd, &st) != 0 || st.st_size < 0) {
+    close(fd);
+    return 0;
+  }
+  size_t n = (size_t)st.st_size;
+  char* buf = malloc(n ? n : 1);
+  size_t got = 0;
+  while (buf && got < n) {
+    ssize_t r = read(fd, buf + got, n - got);
+    if (r <= 0) break;
+    got += (size_t)r;
+  }
+  close(fd);
+  if (buf == NULL || got != n) {
+    free(buf);
+    return 0;
+  }
+  *data = buf;
+  *len = n;
+  return 1;
+}
+
+static uint64_t get_u64(const char* p) {
+  uint64_t v;
+  memcpy(&v, p, 8);
+  return v;
+}
+
+/* 1: loaded; 0: no entry; -1: corrupt entry (removed). */
+static int disk_load(tpuc_cache* k, tpuc_fingerprint fp, const char* key,
+                     size_t key_len, PJRT_LoadedExecutable** out) {
+  char path[4200];
+  entry_path(k, fp, ".tpx", path, sizeof path);
+  char* data = NULL;
+  size_t len = 0;
+  if (!read_file(path, &data, &len)) return 0;
+  int ok = len >= HEADER_BYTES && memcmp(data, MAGIC, 8) == 0;
+  uint64_t klen = ok ? get_u64(data + 8) : 0;
+  uint64_t plen = ok ? get_u64(data + 16) : 0;
+  ok = ok && klen == key_len && plen <= len &&
+       HEADER_BYTES + klen + plen == len &&
+       memcmp(data + HEADER_BYTES, key, key_len) == 0;
+  if (ok) {
+    const char* payload = data + HEADER_BYTES + klen;
+    tpuc_fingerprint zero = {0, 0};
+    tpuc_fingerprint pfp = tpuc_fingerprint_bytes(zero, payload, plen);
+    ok = pfp.lo == get_u64(data + 24) && pfp.hi == get_u64(data + 32);
+    if (ok) {
+      tpuc_status* st = tpuc_pjrt_deserialize(k->client, payload, plen, out);
+      ok = st == NULL;
+      tpuc_status_free(st);
+    }
+  }
+  free(data);
+  if (!ok) {
+    unlink(path);
+    return -1;
+  }
+  return 1;
+}
+
+static int write_all(int fd, const void* p, size_t n) {
+  const char* c = p;
+  while (n > 0) {
+    ssize_t w = write(fd, c, n);
+    if (w <= 0) return 0;
+    c += w;
+    n -= (size_t)w;
+  }
+  return 1;
+}
+
+static void disk_store(tpuc_cache* k, tpuc_fingerprint fp, const char* key,
+                       size_t key_len, PJRT_LoadedExecutable* exe) {
+  char* payload = NULL;
+  size_t plen = 0;
+  tpuc_status* st = tpuc_pjrt_serialize(k->client, exe, &payload, &plen);
+  if (st != NULL) { /* plugin cannot serialize: memory tier only */
+    tpuc_status_free(st);
+    return;
+  }
+  char final_path[4200], tmp_path[4300];
+  entry_path(k, fp, ".tpx", final_path, sizeof final_path);
+  static atomic_uint counter;
+  snprintf(tmp_path, sizeof tmp_path, "%s.%d.%u.tmp", final_path, (int)getpid(),
+           atomic_fetch_add(&counter, 1));
+  int fd = open(tmp_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd >= 0) {
+    char header[HEADER_BYTES];
+    tpuc_fingerprint zero = {0, 0};
+    tpuc_fingerprint pfp = tpuc_fingerprint_bytes(zero, payload, plen);
+    uint64_t fields[4] = {key_len, plen, pfp.lo, pfp.hi};
+    memcpy(header, MAGIC, 8);
+    memcpy(header + 8, fields, sizeof fields);
+    int ok = write_all(fd, header, sizeof header) &&
+             write_all(fd, key, key_len) && write_all(fd, payload, plen) &&
+             fsync(fd) == 0;
+    ok = close(fd) == 0 && ok;
+    if (ok && rename(tmp_path, final_path) == 0) {
+      k->stats.disk_writes++;
+      k->stats.disk_bytes_written += HEADER_BYTES + key_len + plen;
+    } else {
+      unlink(tmp_path);
+    }
+  }
+  free(payload);
+}
+
+/* ------------------------------ compile -------------------------------- */
+
+static tpuc_status* make_executable(tpuc_client* c, PJRT_LoadedExecutable* pj,
+                                    const char* mlir, size_t len,
+                                    tpuc_fingerprint fp,
+                                    tpuc_executable** out) {
+  tpuc_executable* e = calloc(1, sizeof *e);
+  if (e == NULL) {
+    tpuc_pjrt_executable_destroy(c, pj);
+    return tpuc_status_make(TPUC_RESOURCE_EXHAUSTED, "out of host memory");
+  }
+  atomic_init(&e->refs, 1);
+  e->client = c;
+  e->pjrt = pj;
+  char hex[33];
+  tpuc_fingerprint_hex(fp, hex);
+  snprintf(e->name, sizeof e->name, "main@%.12s", hex);
+  tpuc_status* st = tpuc_parse_main_signature(
+      mlir, len, &e->inputs, &e->num_inputs, &e->input_alias, &e->outputs,
+      &e->num_outputs);
+  if (st == NULL && TPUC_PJRT_HAS(c->api, PJRT_Executable_NumOutputs) &&
+      TPUC_PJRT_HAS(c->api, PJRT_LoadedExecutable_GetExecutable)) {
+    /* Cross-check the text's result count with the compiled program. */
+    PJRT_LoadedExecutable_GetExecutable_Args g = {0};
+    g.struct_size = sizeof g;
+    g.loaded_executable = pj;
+    st = tpuc_pjrt_error(c->api, c->api->PJRT_LoadedExecutable_GetExecutable(&g),
+                         NULL);
+    if (st == NULL) {
+      PJRT_Executable_NumOutputs_Args n = {0};
+      n.struct_size = sizeof n;
+      n.executable = g.executable;
+      st = tpuc_pjrt_error(c->api, c->api->PJRT_Executable_NumOutputs(&n), NULL);
+      if (st == NULL && n.num_outputs != e->num_outputs)
+        st = tpuc_status_make(TPUC_INVALID_ARGUMENT,
+                              "@main declares %zu results but compiled to %zu "
+                              "outputs (tuple results are not supported)",
+                              e->num_outputs, n.num_outputs);
+      PJRT_Executable_Destroy_Args d = {0};
+      d.struct_size = sizeof d;
+      d.executable = g.executable;
+      tpuc_status_free(
+          tpuc_pjrt_error(c->api, c->api->PJRT_Executable_Destroy(&d), NULL));
+    }
+  }
+  if (st != NULL) {
+    tpuc_executable_release(e);
+    return st;
+  }
+  *out = e;
+  return NULL;
+}
+
+tpuc_status* tpuc_compile(tpuc_client* c, const char* mlir, size_t len,
+                          const tpuc_compile_options* options,
+                          tpuc_executable** out, tpuc_cache_source* source) {
+  if (c == NULL || mlir == NULL || out == NULL)
+    return tpuc_status_make(TPUC_INVALID_ARGUMENT,
+                            "client, program text or out is NULL");
+  *out = NULL;
+  if (options != NULL && (options->num_replicas < 0 || options->num_partitions < 0))
+    return tpuc_status_make(TPUC_INVALID_ARGUMENT,
+                            "num_replicas and num_partitions must be >= 0");
+  unsigned char opts[64];
+  size_t opts_len = tpuc_encode_compile_options(options, opts, sizeof opts);
+  /* Key = text, a separator that cannot occur in MLIR text, options. */
+  size_t key_len = len + 1 + opts_len;
+  char key_stack[8192];
+  char* key = key_len <= sizeof key_stack ? key_stack : malloc(key_len);
+  if (key == NULL)
+    return tpuc_status_make(TPUC_RESOURCE_EXHAUSTED, "out of host memory");
+  memcpy(key, mlir, len);
+  key[len] = '\0';
+  memcpy(key + len + 1, opts, opts_len);
+  tpuc_fingerprint zero = {0, 0};
+  tpuc_fingerprint fp = tpuc_fingerprint_bytes(zero, key, key_len);
+  tpuc_cache* k = c->cache;
+  tpuc_status* st = NULL;
+
+  pthread_mutex_lock(&k->mu);
+  cache_entry* hit = mem_find(k, fp, key, key_len);
+  if (hit != NULL) {
+    k->stats.memory_hits++;
+    tpuc_executable_retain(hit->exe);
+    *out = hit->exe;
+    pthread_mutex_unlock(&k->mu);
+    if (source) *source = TPUC_CACHE_MEMORY;
+    goto done;
+  }
+  pthread_mutex_unlock(&k->mu);
+
+  int lock_fd = -1;
+  PJRT_LoadedExecutable* pj = NULL;
+  tpuc_cache_source src = TPUC_CACHE_COMPILED;
+  if (k->dir != NULL) {
+    char lock_path[4200];
+    entry_path(k, fp, ".lock", lock_path, sizeof lock_path);
+    lock_fd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (lock_fd >= 0) flock(lock_fd, LOCK_EX);
+    double t0 = tpuc_now_seconds();
+    int r = disk_load(k, fp, key, key_len, &pj);
+    pthread_mutex_lock(&k->mu);
+    if (r == 1) {
+      k->stats.disk_hits++;
+      k->stats.load_seconds += tpuc_now_seconds() - t0;
+      src = TPUC_CACHE_DISK;
+    } else if (r < 0) {
+      k->stats.disk_corrupt++;
+    }
+    pthread_mutex_unlock(&k->mu);
+  }
+  if (pj == NULL) {
+    double t0 = tpuc_now_seconds();
+    st = tpuc_pjrt_compile(c, mlir, len, opts, opts_len, &pj);
+    pthread_mutex_lock(&k->mu);
+    k->stats.misses++;
+    k->stats.compile_seconds += tpuc_now_seconds() - t0;
+    pthread_mutex_unlock(&k->mu);
+    if (st == NULL && k->dir != NULL) {
+      pthread_mutex_lock(&k->mu);
+      disk_store(k, fp, key, key_len, pj);
+      pthread_mutex_unlock(&k->mu);
+    }
+  }
+  if (lock_fd >= 0) {
+    flock(lock_fd, LOCK_UN);
+    close(lock_fd);
+  }
+  if (st == NULL) st = make_executable(c, pj, mlir, len, fp, out);
+  if (st == NULL) {
+    pthread_mutex_lock(&k->mu);
+    mem_insert(k, fp, key, key_len, *out);
+    pthread_mutex_unlock(&k->mu);
+    if (source) *source = src;
+  }
+done:
+  if (key != key_stack) free(key);
+  return st;
+}
+
+/* ------------------------------- stats --------------------------------- */
+
+tpuc_status* tpuc_cache_get_stats(tpuc_client* c, tpuc_cache_stats* out) {
+  if (c == NULL || out == NULL)
+    return tpuc_status_make(TPUC_INVALID_ARGUMENT, "client or out is NULL");
+  pthread_mutex_lock(&c->cache->mu);
+  *out = c->cache->stats;
+  out->memory_entries = c->cache->count;
+  pthread_mutex_unlock(&c->cache->mu);
+  return NULL;
+}
+
+tpuc_status* tpuc_cache_clear(tpuc_client* c, bool disk) {
+  if (c == NULL) return tpuc_status_make(TPUC_INVALID_ARGUMENT, "client is NULL");
+  tpuc_cache* k = c->cache;
+  pthread_mutex_lock(&k->mu);
+  for (size_t i = 0; i < k->cap; i++) {
+    if (k->slots[i].exe) {
+      tpuc_executable_release(k->slots[i].exe);
+      free(k->slots[i].key);
+    }
+  }
+  free(k->slots);
+  k->slots = NULL;
+  k->cap = k->count = 0;
+  tpuc_status* st = NULL;
+  if (disk && k->dir != NULL) {
+    DIR* d = opendir(k->dir);
+    if (d == NULL) {
+      st = tpuc_status_make(TPUC_INTERNAL, "cannot open cache folder %s",
+                            k->dir);
+    } else {
+      struct dirent* ent;
+      while ((ent = readdir(d)) != NULL) {
+        size_t n = strlen(ent->d_name);
+        if (n > 4 && strcmp(ent->d_name + n - 4, ".tpx") == 0) {
+          char p[4400];
+          snprintf(p, sizeof p, "%s/%s", k->dir, ent->d_name);
+          unlink(p);
+        }
+      }
+      closedir(d);
+    }
+  }
+  pthread_mutex_unlock(&k->mu);
+  return st;
+}
+
+const char* tpuc_cache_dir(tpuc_client* c) {
+  return (c && c->cache && c->cache->dir) ? c->cache->dir : "";
+}

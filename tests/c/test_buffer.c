@@ -1,0 +1,186 @@
+/* Host <-> device transfers: dense, strided, every dtype, 0-d and 0-size,
+ * events, and bad arguments. */
+#define _GNU_SOURCE
+#include <stdatomic.h>
+#include <unistd.h>
+
+#include "tpuc_test.h"
+
+static void test_roundtrip_every_dtype(void) {
+  tpuc_client* c = tpuc_test_client();
+  for (int d = TPUC_DTYPE_PRED; d < TPUC_DTYPE_COUNT_; d++) {
+    size_t es = tpuc_dtype_size((tpuc_dtype)d);
+    int64_t dims[2] = {3, 5};
+    size_t n = 15 * es;
+    unsigned char* src = malloc(n);
+    unsigned char* dst = malloc(n);
+    TPUC_CHECK(src && dst);
+    for (size_t i = 0; i < n; i++)
+      src[i] = (unsigned char)(d == TPUC_DTYPE_PRED ? (i % 3 == 0) : i * 7 + 1);
+    tpuc_buffer* b = NULL;
+    tpuc_status* st =
+        tpuc_buffer_from_host(c, 1, (tpuc_dtype)d, dims, 2, src, NULL, &b);
+    if (st == NULL) st = tpuc_buffer_to_host(b, dst, n);
+    int same = st == NULL && memcmp(src, dst, n) == 0;
+    if (!same)
+      fprintf(stderr, "dtype %s: %s\n", tpuc_dtype_mlir_name((tpuc_dtype)d),
+              tpuc_status_message(st));
+    tpuc_status_free(st);
+    if (b) {
+      TPUC_CHECK((int)tpuc_buffer_dtype(b) == d);
+      TPUC_CHECK(tpuc_buffer_rank(b) == 2);
+      TPUC_CHECK(tpuc_buffer_dims(b)[1] == 5);
+      TPUC_CHECK(tpuc_buffer_device(b) == 1);
+      TPUC_CHECK(tpuc_buffer_byte_size(b) == n);
+    }
+    tpuc_buffer_release(b);
+    free(src);
+    free(dst);
+    TPUC_CHECK(same);
+  }
+}
+
+static void test_byte_strides_transposed(void) {
+  /* Host array is column-major 2x3: element (i,j) at j*2+i. */
+  float host[6] = {0, 10, 1, 11, 2, 12};
+  int64_t dims[2] = {2, 3};
+  int64_t strides[2] = {sizeof(float), 2 * sizeof(float)};
+  tpuc_buffer* b = NULL;
+  TPUC_CHECK_OK(tpuc_buffer_from_host(tpuc_test_client(), 0, TPUC_DTYPE_F32,
+                                      dims, 2, host, strides, &b));
+  float out[6];
+  tpuc_status* st = tpuc_buffer_to_host(b, out, sizeof out);
+  tpuc_buffer_release(b);
+  TPUC_CHECK_OK(st);
+  const float want[6] = {0, 1, 2, 10, 11, 12};
+  TPUC_CHECK(memcmp(out, want, sizeof want) == 0);
+}
+
+static void test_scalar_and_empty(void) {
+  double x = 3.25, y = 0;
+  tpuc_buffer* b = NULL;
+  TPUC_CHECK_OK(tpuc_buffer_from_host(tpuc_test_client(), 0, TPUC_DTYPE_F64,
+                                      NULL, 0, &x, NULL, &b));
+  tpuc_status* st = tpuc_buffer_to_host(b, &y, sizeof y);
+  TPUC_CHECK(tpuc_buffer_num_elements(b) == 1);
+  tpuc_buffer_release(b);
+  TPUC_CHECK_OK(st);
+  TPUC_CHECK(y == 3.25);
+  int64_t dims[2] = {4, 0};
+  TPUC_CHECK_OK(tpuc_buffer_from_host(tpuc_test_client(), 0, TPUC_DTYPE_S32,
+                                      dims, 2, NULL, NULL, &b));
+  TPUC_CHECK(tpuc_buffer_num_elements(b) == 0);
+  TPUC_CHECK(tpuc_buffer_byte_size(b) == 0);
+  st = tpuc_buffer_to_host(b, NULL, 0);
+  tpuc_buffer_release(b);
+  TPUC_CHECK_OK(st);
+}
+
+static void test_async_read_and_events(void) {
+  int64_t dims[1] = {1024};
+  int32_t* src = malloc(1024 * 4);
+  int32_t* dst = calloc(1024, 4);
+  TPUC_CHECK(src && dst);
+  for (int i = 0; i < 1024; i++) src[i] = i * i;
+  tpuc_buffer* b = tpuc_test_buffer(TPUC_DTYPE_S32, dims, 1, src);
+  TPUC_CHECK(b != NULL);
+  tpuc_event* ready = NULL;
+  TPUC_CHECK_OK(tpuc_buffer_ready_event(b, &ready));
+  TPUC_CHECK_OK(tpuc_event_await(ready));
+  bool is_ready = false;
+  TPUC_CHECK_OK(tpuc_event_is_ready(ready, &is_ready));
+  TPUC_CHECK(is_ready);
+  tpuc_event_destroy(ready);
+  tpuc_event* done = NULL;
+  TPUC_CHECK_OK(tpuc_buffer_to_host_async(b, dst, 1024 * 4, &done));
+  TPUC_CHECK_OK(tpuc_event_await(done));
+  TPUC_CHECK_OK(tpuc_event_await(done)); /* awaiting twice is fine */
+  tpuc_event_destroy(done);
+  TPUC_CHECK(memcmp(src, dst, 1024 * 4) == 0);
+  tpuc_buffer_release(b);
+  free(src);
+  free(dst);
+}
+
+static void on_ready(tpuc_status* st, void* user) {
+  atomic_int* flag = user;
+  atomic_store(flag, st == NULL ? 1 : -1);
+  tpuc_status_free(st);
+}
+
+static void test_event_callback(void) {
+  int64_t dims[1] = {4};
+  float v[4] = {1, 2, 3, 4};
+  tpuc_buffer* b = tpuc_test_buffer(TPUC_DTYPE_F32, dims, 1, v);
+  TPUC_CHECK(b != NULL);
+  tpuc_event* ev = NULL;
+  TPUC_CHECK_OK(tpuc_buffer_ready_event(b, &ev));
+  atomic_int flag = 0;
+  TPUC_CHECK_OK(tpuc_event_on_ready(ev, on_ready, (void*)&flag));
+  TPUC_CHECK_OK(tpuc_event_await(ev));
+  /* The callback may run on a plugin thread just after the await. */
+  for (int i = 0; i < 5000 && atomic_load(&flag) == 0; i++) usleep(1000);
+  tpuc_event_destroy(ev);
+  tpuc_buffer_release(b);
+  TPUC_CHECK(flag == 1);
+}
+
+static void test_bad_arguments(void) {
+  tpuc_client* c = tpuc_test_client();
+  float v[4] = {0};
+  int64_t dims[1] = {4};
+  int64_t neg[1] = {-2};
+  tpuc_buffer* b = NULL;
+  TPUC_CHECK_ERROR(tpuc_buffer_from_host(c, 5, TPUC_DTYPE_F32, dims, 1, v,
+                                         NULL, &b),
+                   TPUC_INVALID_ARGUMENT, "device index 5");
+  TPUC_CHECK_ERROR(tpuc_buffer_from_host(c, 0, (tpuc_dtype)99, dims, 1, v,
+                                         NULL, &b),
+                   TPUC_INVALID_ARGUMENT, "dtype");
+  TPUC_CHECK_ERROR(tpuc_buffer_from_host(c, 0, TPUC_DTYPE_F32, neg, 1, v,
+                                         NULL, &b),
+                   TPUC_INVALID_ARGUMENT, "negative");
+  TPUC_CHECK_ERROR(tpuc_buffer_from_host(c, 0, TPUC_DTYPE_F32, dims, 17, v,
+                                         NULL, &b),
+                   TPUC_INVALID_ARGUMENT, "rank");
+  TPUC_CHECK_ERROR(tpuc_buffer_from_host(c, 0, TPUC_DTYPE_F32, dims, 1, NULL,
+                                         NULL, &b),
+                   TPUC_INVALID_ARGUMENT, "NULL");
+  int64_t huge[2] = {INT64_MAX / 2, 4};
+  TPUC_CHECK_ERROR(tpuc_buffer_from_host(c, 0, TPUC_DTYPE_F32, huge, 2, v,
+                                         NULL, &b),
+                   TPUC_INVALID_ARGUMENT, "too large");
+  TPUC_CHECK(b == NULL);
+  b = tpuc_test_buffer(TPUC_DTYPE_F32, dims, 1, v);
+  TPUC_CHECK(b != NULL);
+  float small[2];
+  tpuc_status* st = tpuc_buffer_to_host(b, small, sizeof small);
+  tpuc_buffer_release(b);
+  TPUC_CHECK_ERROR(st, TPUC_INVALID_ARGUMENT, "holds 8 bytes");
+}
+
+static void test_large_transfer(void) {
+  /* 64 MiB each way; checks content at both ends. */
+  size_t n = (size_t)16 << 20;
+  float* src = malloc(n * 4);
+  float* dst = malloc(n * 4);
+  TPUC_CHECK(src && dst);
+  for (size_t i = 0; i < n; i++) src[i] = (float)(i % 1000003);
+  int64_t dims[1] = {(int64_t)n};
+  tpuc_buffer* b = tpuc_test_buffer(TPUC_DTYPE_F32, dims, 1, src);
+  TPUC_CHECK(b != NULL);
+  tpuc_status* st = tpuc_buffer_to_host(b, dst, n * 4);
+  tpuc_buffer_release(b);
+  int same = st == NULL && memcmp(src, dst, n * 4) == 0;
+  free(src);
+  free(dst);
+  TPUC_CHECK_OK(st);
+  TPUC_CHECK(same);
+}
+
+TPUC_TEST_MAIN(TPUC_TEST(test_roundtrip_every_dtype),
+               TPUC_TEST(test_byte_strides_transposed),
+               TPUC_TEST(test_scalar_and_empty),
+               TPUC_TEST(test_async_read_and_events),
+               TPUC_TEST(test_event_callback), TPUC_TEST(test_bad_arguments),
+               TPUC_TEST(test_large_transfer))

@@ -1,0 +1,243 @@
+/* Compile cache: memory tier, disk tier, corrupt and truncated entries,
+ * two processes sharing one folder, clearing, statistics. */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "tpuc_test.h"
+
+#define NUM_PROGRAMS 12
+
+/* Program k: x * k + k over f32[8]. */
+static char* program(int k) {
+  char* s = malloc(1024);
+  if (s == NULL) return NULL;
+  snprintf(s, 1024,
+           "module @p%d {\n  func.func public @main(%%arg0: tensor<8xf32>) -> "
+           "(tensor<8xf32>) {\n    %%0 = \"stablehlo.constant\"() {value = "
+           "dense<%d.0> : tensor<8xf32>} : () -> tensor<8xf32>\n    %%1 = "
+           "\"stablehlo.multiply\"(%%arg0, %%0) : (tensor<8xf32>, "
+           "tensor<8xf32>) -> tensor<8xf32>\n    %%2 = \"stablehlo.add\"(%%1, "
+           "%%0) : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>\n    "
+           "\"func.return\"(%%2) : (tensor<8xf32>) -> ()\n  }\n}\n",
+           k, k);
+  return s;
+}
+
+static char g_dir[256];
+
+static tpuc_client* new_client(const char* dir) {
+  tpuc_plugin* p = NULL;
+  tpuc_client* c = NULL;
+  tpuc_status* st = tpuc_plugin_load(NULL, NULL, 0, &p);
+  tpuc_client_options o = {0};
+  o.cpu_device_count = 1;
+  o.cache_dir = dir;
+  if (st == NULL) st = tpuc_client_create(p, &o, &c);
+  if (st) {
+    fprintf(stderr, "client: %s\n", tpuc_status_message(st));
+    tpuc_status_free(st);
+  }
+  return c;
+}
+
+/* Compiles program k through the cache and checks its result. */
+static int run_program(tpuc_client* c, int k, tpuc_cache_source* src) {
+  char* text = program(k);
+  tpuc_executable* e = NULL;
+  tpuc_status* st = tpuc_compile(c, text, strlen(text), NULL, &e, src);
+  free(text);
+  float x[8], r[8];
+  for (int i = 0; i < 8; i++) x[i] = (float)i;
+  int64_t dims[1] = {8};
+  tpuc_buffer *b = NULL, *out = NULL;
+  if (st == NULL)
+    st = tpuc_buffer_from_host(c, 0, TPUC_DTYPE_F32, dims, 1, x, NULL, &b);
+  if (st == NULL) st = tpuc_execute(e, 0, &b, 1, NULL, &out, 1);
+  if (st == NULL) st = tpuc_buffer_to_host(out, r, sizeof r);
+  int ok = st == NULL;
+  for (int i = 0; ok && i < 8; i++) ok = r[i] == (float)(i * k + k);
+  if (st) fprintf(stderr, "program %d: %s\n", k, tpuc_status_message(st));
+  tpuc_status_free(st);
+  tpuc_buffer_release(b);
+  tpuc_buffer_release(out);
+  tpuc_executable_release(e);
+  return ok;
+}
+
+static int count_entries(const char* dir, const char* suffix) {
+  DIR* d = opendir(dir);
+  if (d == NULL) return -1;
+  int n = 0;
+  struct dirent* ent;
+  size_t sl = strlen(suffix);
+  while ((ent = readdir(d)) != NULL) {
+    size_t l = strlen(ent->d_name);
+    if (l > sl && strcmp(ent->d_name + l - sl, suffix) == 0) n++;
+  }
+  closedir(d);
+  return n;
+}
+
+/* Runs first, before this process creates any client, so fork is safe. */
+static void test_two_processes_share_a_folder(void) {
+  pid_t kids[2];
+  for (int i = 0; i < 2; i++) {
+    kids[i] = fork();
+    TPUC_CHECK(kids[i] >= 0);
+    if (kids[i] == 0) {
+      tpuc_client* c = new_client(g_dir);
+      int ok = c != NULL;
+      /* The two children walk the programs in opposite orders. */
+      for (int j = 0; ok && j < NUM_PROGRAMS; j++)
+        ok = run_program(c, i == 0 ? j + 1 : NUM_PROGRAMS - j, NULL);
+      tpuc_client_destroy(c);
+      _exit(ok ? 0 : 1);
+    }
+  }
+  for (int i = 0; i < 2; i++) {
+    int status = 0;
+    TPUC_CHECK(waitpid(kids[i], &status, 0) == kids[i]);
+    TPUC_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
+  /* One entry per program, no temporary file left behind. */
+  tpuc_client* c = new_client(g_dir);
+  TPUC_CHECK(c != NULL);
+  const char* sub = tpuc_cache_dir(c);
+  TPUC_CHECK(count_entries(sub, ".tpx") == NUM_PROGRAMS);
+  TPUC_CHECK(count_entries(sub, ".tmp") == 0);
+  /* A third process finds every program on disk. */
+  int ok = 1;
+  for (int k = 1; ok && k <= NUM_PROGRAMS; k++) {
+    tpuc_cache_source src = TPUC_CACHE_COMPILED;
+    ok = run_program(c, k, &src) && src == TPUC_CACHE_DISK;
+  }
+  tpuc_cache_stats s;
+  TPUC_CHECK_OK(tpuc_cache_get_stats(c, &s));
+  tpuc_client_destroy(c);
+  TPUC_CHECK(ok);
+  TPUC_CHECK(s.disk_hits == NUM_PROGRAMS && s.misses == 0);
+}
+
+static void test_memory_then_disk_tiers(void) {
+  tpuc_client* c = new_client(g_dir);
+  TPUC_CHECK(c != NULL);
+  TPUC_CHECK_OK(tpuc_cache_clear(c, true));
+  tpuc_cache_source src;
+  TPUC_CHECK(run_program(c, 100, &src) && src == TPUC_CACHE_COMPILED);
+  TPUC_CHECK(run_program(c, 100, &src) && src == TPUC_CACHE_MEMORY);
+  TPUC_CHECK_OK(tpuc_cache_clear(c, false));
+  TPUC_CHECK(run_program(c, 100, &src) && src == TPUC_CACHE_DISK);
+  TPUC_CHECK(run_program(c, 100, &src) && src == TPUC_CACHE_MEMORY);
+  tpuc_cache_stats s;
+  TPUC_CHECK_OK(tpuc_cache_get_stats(c, &s));
+  TPUC_CHECK(s.misses == 1 && s.memory_hits == 2 && s.disk_hits == 1);
+  TPUC_CHECK(s.disk_writes == 1 && s.disk_bytes_written > 0);
+  TPUC_CHECK(s.compile_seconds > 0 && s.memory_entries == 1);
+  /* Compile options are part of the key. */
+  char* text = program(100);
+  tpuc_executable* e = NULL;
+  tpuc_compile_options o = {.num_replicas = 1, .num_partitions = 1};
+  TPUC_CHECK_OK(tpuc_compile(c, text, strlen(text), &o, &e, &src));
+  TPUC_CHECK(src == TPUC_CACHE_MEMORY); /* explicit 1/1 equals the default */
+  tpuc_executable_release(e);
+  free(text);
+  tpuc_client_destroy(c);
+}
+
+/* Damages the single entry of program k in `sub` with `damage`. */
+static int damage_entry(const char* sub, int truncate_it) {
+  DIR* d = opendir(sub);
+  if (d == NULL) return 0;
+  struct dirent* ent;
+  int done = 0;
+  while (!done && (ent = readdir(d)) != NULL) {
+    size_t l = strlen(ent->d_name);
+    if (l <= 4 || strcmp(ent->d_name + l - 4, ".tpx") != 0) continue;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", sub, ent->d_name);
+    struct stat st;
+    if (stat(path, &st) != 0) continue;
+    if (truncate_it) {
+      done = truncate(path, st.st_size / 2) == 0;
+    } else {
+      int fd = open(path, O_WRONLY);
+      if (fd < 0) continue;
+      /* Flip bytes in the middle of the payload. */
+      char junk[64];
+      memset(junk, 0x5a, sizeof junk);
+      done = pwrite(fd, junk, sizeof junk, st.st_size - 200) == sizeof junk;
+      close(fd);
+    }
+  }
+  closedir(d);
+  return done;
+}
+
+static void corrupt_case(int truncate_it) {
+  tpuc_client* c = new_client(g_dir);
+  TPUC_CHECK(c != NULL);
+  TPUC_CHECK_OK(tpuc_cache_clear(c, true));
+  tpuc_cache_source src;
+  TPUC_CHECK(run_program(c, 7, &src) && src == TPUC_CACHE_COMPILED);
+  TPUC_CHECK(damage_entry(tpuc_cache_dir(c), truncate_it));
+  TPUC_CHECK_OK(tpuc_cache_clear(c, false));
+  /* Detected, recompiled, result still right, entry rewritten. */
+  TPUC_CHECK(run_program(c, 7, &src) && src == TPUC_CACHE_COMPILED);
+  tpuc_cache_stats s;
+  TPUC_CHECK_OK(tpuc_cache_get_stats(c, &s));
+  TPUC_CHECK(s.disk_corrupt == 1);
+  TPUC_CHECK_OK(tpuc_cache_clear(c, false));
+  TPUC_CHECK(run_program(c, 7, &src) && src == TPUC_CACHE_DISK);
+  tpuc_client_destroy(c);
+}
+
+static void test_corrupt_entry_recompiled(void) { corrupt_case(0); }
+static void test_truncated_entry_recompiled(void) { corrupt_case(1); }
+
+static void test_disk_disabled(void) {
+  tpuc_plugin* p = NULL;
+  TPUC_CHECK_OK(tpuc_plugin_load(NULL, NULL, 0, &p));
+  tpuc_client_options o = {0};
+  o.disable_disk_cache = true;
+  tpuc_client* c = NULL;
+  TPUC_CHECK_OK(tpuc_client_create(p, &o, &c));
+  TPUC_CHECK(strcmp(tpuc_cache_dir(c), "") == 0);
+  tpuc_cache_source src;
+  int ok = run_program(c, 3, &src) && src == TPUC_CACHE_COMPILED;
+  TPUC_CHECK_OK(tpuc_cache_clear(c, true));
+  ok = ok && run_program(c, 3, &src) && src == TPUC_CACHE_COMPILED;
+  tpuc_client_destroy(c);
+  TPUC_CHECK(ok);
+}
+
+static void test_unwritable_folder_falls_back(void) {
+  /* A cache folder that cannot be created only disables the disk tier. */
+  tpuc_client* c = new_client("/proc/tpuc-cannot-exist");
+  TPUC_CHECK(c != NULL);
+  TPUC_CHECK(strcmp(tpuc_cache_dir(c), "") == 0);
+  tpuc_cache_source src;
+  int ok = run_program(c, 4, &src);
+  tpuc_client_destroy(c);
+  TPUC_CHECK(ok);
+}
+
+int main(void) {
+  snprintf(g_dir, sizeof g_dir, "/tmp/tpuc-cache-test-%d", (int)getpid());
+  static const tpuc_test_case cases[] = {
+      TPUC_TEST(test_two_processes_share_a_folder),
+      TPUC_TEST(test_memory_then_disk_tiers),
+      TPUC_TEST(test_corrupt_entry_recompiled),
+      TPUC_TEST(test_truncated_entry_recompiled),
+      TPUC_TEST(test_disk_disabled),
+      TPUC_TEST(test_unwritable_folder_falls_back),
+  };
+  int rc = tpuc_test_run_all(__FILE__, cases, sizeof cases / sizeof cases[0]);
+  char cmd[300];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
+  if (system(cmd) != 0) rc = 1;
+  return rc;
+}

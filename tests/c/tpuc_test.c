@@ -1,0 +1,88 @@
+/* Shared pieces of the C test executables (see tpuc_test.h). */
+#include "tpuc_test.h"
+
+int tpuc_test_failures = 0;
+static tpuc_client* g_client = NULL;
+
+tpuc_client* tpuc_test_client(void) {
+  if (g_client != NULL) return g_client;
+  tpuc_plugin* plugin = NULL;
+  tpuc_status* st = tpuc_plugin_load(NULL, NULL, 0, &plugin);
+  if (st == NULL) {
+    tpuc_client_options o = {0};
+    o.cpu_device_count = 2;
+    st = tpuc_client_create(plugin, &o, &g_client);
+  }
+  if (st != NULL) {
+    fprintf(stderr, "cannot create the test client: [%s] %s\n",
+            tpuc_status_code_name(tpuc_status_code(st)),
+            tpuc_status_message(st));
+    tpuc_status_free(st);
+    exit(2);
+  }
+  return g_client;
+}
+
+tpuc_status* tpuc_test_run(const char* mlir, tpuc_buffer* const* args,
+                           size_t num_args, tpuc_buffer** outs,
+                           size_t num_outs) {
+  tpuc_client* c = tpuc_test_client();
+  tpuc_executable* exe = NULL;
+  TPUC_RETURN_IF_ERROR(tpuc_compile(c, mlir, strlen(mlir), NULL, &exe, NULL));
+  tpuc_status* st = tpuc_execute(exe, 0, args, num_args, NULL, outs, num_outs);
+  tpuc_executable_release(exe);
+  if (st != NULL) return st;
+  st = tpuc_client_synchronize(c);
+  if (st != NULL)
+    for (size_t i = 0; i < num_outs; i++) {
+      tpuc_buffer_release(outs[i]);
+      outs[i] = NULL;
+    }
+  return st;
+}
+
+tpuc_buffer* tpuc_test_buffer(tpuc_dtype dtype, const int64_t* dims, int rank,
+                              const void* data) {
+  tpuc_buffer* b = NULL;
+  tpuc_status* st = tpuc_buffer_from_host(tpuc_test_client(), 0, dtype, dims,
+                                          rank, data, NULL, &b);
+  if (st != NULL) {
+    fprintf(stderr, "tpuc_test_buffer: %s\n", tpuc_status_message(st));
+    tpuc_status_free(st);
+    return NULL;
+  }
+  return b;
+}
+
+void* tpuc_test_to_host(tpuc_buffer* b) {
+  size_t n = tpuc_buffer_byte_size(b);
+  void* p = malloc(n ? n : 1);
+  if (p == NULL) return NULL;
+  tpuc_status* st = tpuc_buffer_to_host(b, p, n);
+  if (st != NULL) {
+    fprintf(stderr, "tpuc_test_to_host: %s\n", tpuc_status_message(st));
+    tpuc_status_free(st);
+    free(p);
+    return NULL;
+  }
+  return p;
+}
+
+int tpuc_test_run_all(const char* file, const tpuc_test_case* cases,
+                      size_t n) {
+  size_t failed = 0;
+  for (size_t i = 0; i < n; i++) {
+    int before = tpuc_test_failures;
+    cases[i].fn();
+    int ok = tpuc_test_failures == before;
+    if (!ok) failed++;
+    printf("[%s] %s\n", ok ? "PASS" : "FAIL", cases[i].name);
+    fflush(stdout);
+  }
+  if (g_client != NULL) {
+    tpuc_client_destroy(g_client);
+    g_client = NULL;
+  }
+  printf("%s: %zu passed, %zu failed\n", file, n - failed, failed);
+  return failed ? 1 : 0;
+}
