@@ -16,6 +16,7 @@ struct tpuc_plugin {
   char* path;
   char* package;
   char xla_version[64];
+  char package_version[64];
   tpuc_plugin* next; /* process-wide list of loaded plugins */
 };
 

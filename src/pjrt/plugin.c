@@ -57,20 +57,22 @@ typedef struct {
   const char* pattern; /* glob relative to a site-packages folder */
   const char* package;
   tpuc_plugin_kind kind;
+  const char* dist_info; /* glob of the package's .dist-info folder */
 } candidate;
 
 /* Priority order: TPU, then CUDA, then CPU (see plugin.h). */
 static const candidate kCandidates[] = {
-    {"libtpu/libtpu*.so", "libtpu", TPUC_PLUGIN_KIND_TPU},
+    {"libtpu/libtpu*.so", "libtpu", TPUC_PLUGIN_KIND_TPU, "libtpu-*.dist-info"},
     {"jax_plugins/xla_cuda*/xla_cuda_plugin.so", "jax-cuda-pjrt",
-     TPUC_PLUGIN_KIND_CUDA},
-    {"xla_plugins/xla_cuda*/*.so", "xla-cuda-pjrt", TPUC_PLUGIN_KIND_CUDA},
+     TPUC_PLUGIN_KIND_CUDA, "jax_cuda*_pjrt-*.dist-info"},
+    {"xla_plugins/xla_cuda*/*.so", "xla-cuda-pjrt", TPUC_PLUGIN_KIND_CUDA,
+     "xla_cuda*_pjrt-*.dist-info"},
     {"lammps_jax_pjrt_cpu/pjrt_c_api_cpu_plugin.so", "lammps-jax-pjrt-cpu",
-     TPUC_PLUGIN_KIND_CPU},
+     TPUC_PLUGIN_KIND_CPU, "lammps_jax_pjrt_cpu-*.dist-info"},
     {"xla_plugins/xla_cpu_pjrt/xla_cpu_pjrt.so", "xla-cpu-pjrt",
-     TPUC_PLUGIN_KIND_CPU},
+     TPUC_PLUGIN_KIND_CPU, "xla_cpu_pjrt-*.dist-info"},
     {"fastatomstruct_xla_cpu/libpjrt_cpu.so", "fastatomstruct-xla-cpu",
-     TPUC_PLUGIN_KIND_CPU},
+     TPUC_PLUGIN_KIND_CPU, "fastatomstruct_xla_cpu-*.dist-info"},
 };
 
 typedef struct {
@@ -194,7 +196,11 @@ tpuc_status* tpuc_plugin_discover(const char* const* site_dirs,
 
 /* ------------------------------ loading -------------------------------- */
 
-static const char* package_for_path(const char* path, tpuc_plugin_kind* kind) {
+/* Finds which package a plugin path belongs to and that package's
+ * installed version (from its .dist-info folder name). */
+static const char* package_for_path(const char* path, tpuc_plugin_kind* kind,
+                                    char* version, size_t version_cap) {
+  version[0] = '\0';
   for (size_t c = 0; c < sizeof kCandidates / sizeof kCandidates[0]; c++) {
     /* The candidate's pattern up to its first wildcard must appear in the
      * path as a folder prefix ("/xla_plugins/xla_cuda", "/libtpu/libtpu"). */
@@ -202,10 +208,24 @@ static const char* package_for_path(const char* path, tpuc_plugin_kind* kind) {
     snprintf(prefix, sizeof prefix, "/%s", kCandidates[c].pattern);
     char* star = strchr(prefix, '*');
     if (star) *star = '\0';
-    if (strstr(path, prefix) != NULL) {
-      if (kind) *kind = kCandidates[c].kind;
-      return kCandidates[c].package;
+    const char* at = strstr(path, prefix);
+    if (at == NULL) continue;
+    if (kind) *kind = kCandidates[c].kind;
+    char pat[4096];
+    snprintf(pat, sizeof pat, "%.*s/%s", (int)(at - path), path,
+             kCandidates[c].dist_info);
+    glob_t g;
+    if (glob(pat, 0, NULL, &g) == 0 && g.gl_pathc > 0) {
+      /* ".../name-1.2.3.dist-info" -> "1.2.3" */
+      const char* base = strrchr(g.gl_pathv[0], '/');
+      base = base ? base + 1 : g.gl_pathv[0];
+      const char* dash = strchr(base, '-');
+      const char* end = strstr(base, ".dist-info");
+      if (dash && end && end > dash)
+        snprintf(version, version_cap, "%.*s", (int)(end - dash - 1), dash + 1);
     }
+    globfree(&g);
+    return kCandidates[c].package;
   }
   return "";
 }
@@ -375,7 +395,8 @@ static tpuc_status* load_path(const char* path, tpuc_plugin** out) {
   p->api = api;
   p->path = real;
   tpuc_plugin_kind kind = TPUC_PLUGIN_KIND_EXPLICIT;
-  p->package = strdup(package_for_path(real, &kind));
+  p->package = strdup(package_for_path(real, &kind, p->package_version,
+                                      sizeof p->package_version));
   read_attributes(p);
   if (p->info.stablehlo_current[0] != 0 &&
       p->info.stablehlo_current[0] < TPUC_MIN_STABLEHLO_MAJOR) {
@@ -407,6 +428,7 @@ static tpuc_status* load_path(const char* path, tpuc_plugin** out) {
   p->info.api_minor = minor;
   p->info.api_struct_size = api->struct_size;
   p->info.xla_version = p->xla_version;
+  p->info.package_version = p->package_version;
   p->next = g_plugins;
   g_plugins = p;
   *out = p;

@@ -100,7 +100,10 @@ static int parse_alias(const char* attrs, const char* end) {
     if (memcmp(p, key, kl) == 0) {
       p += kl;
       while (p < end && (isspace((unsigned char)*p) || *p == '=')) p++;
-      if (p < end && isdigit((unsigned char)*p)) return atoi(p);
+      int v = -1;
+      while (p < end && isdigit((unsigned char)*p) && v < 100000000)
+        v = (v < 0 ? 0 : v * 10) + (*p++ - '0');
+      return v;
     }
   }
   return -1;
@@ -176,10 +179,15 @@ tpuc_status* tpuc_parse_main_signature(const char* text, size_t len,
   }
   return NULL;
 fail:
-  bad = tpuc_status_make(TPUC_INVALID_ARGUMENT,
-                         "cannot read the signature of @main near \"%.40s\" "
-                         "(tpuc supports static tensor types only)",
-                         c.p < c.end ? c.p : "");
+  {
+    /* The text need not be NUL-terminated: print at most what is left. */
+    const char* at = c.p < c.end ? c.p : c.end;
+    int shown = (int)(c.end - at < 40 ? c.end - at : 40);
+    bad = tpuc_status_make(TPUC_INVALID_ARGUMENT,
+                           "cannot read the signature of @main near \"%.*s\" "
+                           "(tpuc supports static tensor types only)",
+                           shown, at);
+  }
   goto cleanup;
 oom:
   bad = tpuc_status_make(TPUC_RESOURCE_EXHAUSTED, "out of host memory");
