@@ -269,14 +269,15 @@ static int write_all(int fd, const void* p, size_t n) {
   return 1;
 }
 
-static void disk_store(tpuc_cache* k, tpuc_fingerprint fp, const char* key,
-                       size_t key_len, PJRT_LoadedExecutable* exe) {
+/* Returns the bytes written (0 when nothing was stored). */
+static size_t disk_store(tpuc_cache* k, tpuc_fingerprint fp, const char* key,
+                         size_t key_len, PJRT_LoadedExecutable* exe) {
   char* payload = NULL;
-  size_t plen = 0;
+  size_t plen = 0, written = 0;
   tpuc_status* st = tpuc_pjrt_serialize(k->client, exe, &payload, &plen);
   if (st != NULL) { /* plugin cannot serialize: memory tier only */
     tpuc_status_free(st);
-    return;
+    return 0;
   }
   char final_path[4200], tmp_path[4300];
   entry_path(k, fp, ".tpx", final_path, sizeof final_path);
@@ -295,14 +296,13 @@ static void disk_store(tpuc_cache* k, tpuc_fingerprint fp, const char* key,
              write_all(fd, key, key_len) && write_all(fd, payload, plen) &&
              fsync(fd) == 0;
     ok = close(fd) == 0 && ok;
-    if (ok && rename(tmp_path, final_path) == 0) {
-      k->stats.disk_writes++;
-      k->stats.disk_bytes_written += HEADER_BYTES + key_len + plen;
-    } else {
+    if (ok && rename(tmp_path, final_path) == 0)
+      written = HEADER_BYTES + key_len + plen;
+    else
       unlink(tmp_path);
-    }
   }
   free(payload);
+  return written;
 }
 
 /* ------------------------------ compile -------------------------------- */
@@ -424,8 +424,10 @@ tpuc_status* tpuc_compile(tpuc_client* c, const char* mlir, size_t len,
     k->stats.compile_seconds += tpuc_now_seconds() - t0;
     pthread_mutex_unlock(&k->mu);
     if (st == NULL && k->dir != NULL) {
+      size_t written = disk_store(k, fp, key, key_len, pj);
       pthread_mutex_lock(&k->mu);
-      disk_store(k, fp, key, key_len, pj);
+      k->stats.disk_writes += written > 0;
+      k->stats.disk_bytes_written += written;
       pthread_mutex_unlock(&k->mu);
     }
   }

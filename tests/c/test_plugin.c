@@ -109,6 +109,15 @@ static void test_site_dirs_argument(void) {
   free(path);
 }
 
+static void test_old_api_refused(void) {
+  tpuc_plugin* p = NULL;
+  TPUC_CHECK_ERROR(tpuc_plugin_load(TPUC_FAKE_OLD_PLUGIN, NULL, 0, &p),
+                   TPUC_FAILED_PRECONDITION, "implements PJRT C API 0.10");
+  TPUC_CHECK(p == NULL);
+  /* The real plugin still loads afterwards. */
+  TPUC_CHECK_OK(tpuc_plugin_load(NULL, NULL, 0, &p));
+}
+
 static void test_bad_args(void) {
   TPUC_CHECK_ERROR(tpuc_plugin_discover(NULL, 0, NULL, NULL),
                    TPUC_INVALID_ARGUMENT, NULL);
@@ -124,4 +133,5 @@ TPUC_TEST_MAIN(TPUC_TEST(test_discover_finds_cpu_plugin),
                TPUC_TEST(test_not_a_plugin), TPUC_TEST(test_not_loadable),
                TPUC_TEST(test_missing_file),
                TPUC_TEST(test_nothing_found_names_install),
-               TPUC_TEST(test_site_dirs_argument), TPUC_TEST(test_bad_args))
+               TPUC_TEST(test_site_dirs_argument),
+               TPUC_TEST(test_old_api_refused), TPUC_TEST(test_bad_args))
