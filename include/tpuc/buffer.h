@@ -29,6 +29,17 @@ tpuc_status* tpuc_buffer_from_host(tpuc_client* client, int device,
                                    const int64_t* byte_strides,
                                    tpuc_buffer** out);
 
+/* Creates a buffer of the given type whose value is an error (`code`,
+ * `message`): every execution that consumes it fails asynchronously, its
+ * outputs carry the error, and reading any of them reports it. This is how a
+ * failure is propagated to work that depends on it. Needs a plugin with
+ * asynchronous host-to-device transfers (PJRT C API 0.62+); UNIMPLEMENTED
+ * otherwise. */
+tpuc_status* tpuc_buffer_from_error(tpuc_client* client, int device,
+                                    tpuc_dtype dtype, const int64_t* dims,
+                                    int rank, tpuc_code code,
+                                    const char* message, tpuc_buffer** out);
+
 /* Copies the buffer to dense row-major host memory and waits. `size` must
  * be exactly the buffer's byte size. */
 tpuc_status* tpuc_buffer_to_host(tpuc_buffer* buffer, void* dst, size_t size);

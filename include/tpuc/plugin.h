@@ -63,8 +63,9 @@ tpuc_status* tpuc_plugin_load(const char* path, const char* const* site_dirs,
 tpuc_status* tpuc_plugin_get_info(const tpuc_plugin* plugin,
                                   tpuc_plugin_info* out);
 
-/* Lowest PJRT C API minor version tpuc drives. */
-#define TPUC_PJRT_MIN_API_MINOR 46
+/* Lowest PJRT C API minor version tpuc drives: from 0.57 on the function
+ * table has the order src/pjrt/pjrt_abi.h declares. */
+#define TPUC_PJRT_MIN_API_MINOR 57
 /* Lowest StableHLO version tpuc's program builder emits for. */
 #define TPUC_MIN_STABLEHLO_MAJOR 1
 

@@ -231,3 +231,89 @@ void tpuc_buffer_release(tpuc_buffer* b) {
       tpuc_pjrt_error(b->client->api, b->client->api->PJRT_Buffer_Destroy(&d), NULL));
   free(b);
 }
+
+tpuc_status* tpuc_buffer_from_error(tpuc_client* client, int device,
+                                    tpuc_dtype dtype, const int64_t* dims,
+                                    int rank, tpuc_code code,
+                                    const char* message, tpuc_buffer** out) {
+  if (client == NULL || out == NULL)
+    return tpuc_status_make(TPUC_INVALID_ARGUMENT, "client or out is NULL");
+  *out = NULL;
+  if (device < 0 || (size_t)device >= client->num_devices)
+    return tpuc_status_make(TPUC_INVALID_ARGUMENT,
+                            "device index %d out of range: %s has %zu "
+                            "addressable device(s)",
+                            device, client->platform_name, client->num_devices);
+  if (!tpuc_dtype_is_valid(dtype) || rank < 0 || rank > TPUC_MAX_RANK ||
+      (rank > 0 && dims == NULL))
+    return tpuc_status_make(TPUC_INVALID_ARGUMENT,
+                            "invalid dtype or shape for an error buffer");
+  for (int i = 0; i < rank; i++)
+    if (dims[i] < 0)
+      return tpuc_status_make(TPUC_INVALID_ARGUMENT,
+                              "dimension %d is negative (%lld)", i,
+                              (long long)dims[i]);
+  if (code == TPUC_OK)
+    return tpuc_status_make(TPUC_INVALID_ARGUMENT,
+                            "an error buffer needs a non-OK code");
+  const PJRT_Api* api = client->api;
+  TPUC_REQUIRE_FN(api, PJRT_Device_DefaultMemory);
+  TPUC_REQUIRE_FN(api, PJRT_Client_CreateBuffersForAsyncHostToDevice);
+  TPUC_REQUIRE_FN(api, PJRT_AsyncHostToDeviceTransferManager_RetrieveBuffer);
+  TPUC_REQUIRE_FN(api, PJRT_AsyncHostToDeviceTransferManager_SetBufferError);
+  TPUC_REQUIRE_FN(api, PJRT_AsyncHostToDeviceTransferManager_Destroy);
+  PJRT_Device_DefaultMemory_Args ma = {0};
+  ma.struct_size = sizeof ma;
+  ma.device = client->devices[device];
+  TPUC_RETURN_IF_ERROR(tpuc_pjrt_error(api, api->PJRT_Device_DefaultMemory(&ma),
+                                       "default memory of device %d", device));
+  PJRT_ShapeSpec spec = {0};
+  spec.struct_size = sizeof spec;
+  spec.dims = dims;
+  spec.num_dims = (size_t)rank;
+  spec.element_type = tpuc_pjrt_buffer_type(dtype);
+  PJRT_Client_CreateBuffersForAsyncHostToDevice_Args ca = {0};
+  ca.struct_size = sizeof ca;
+  ca.client = client->pjrt;
+  ca.shape_specs = &spec;
+  ca.num_shape_specs = 1;
+  ca.memory = ma.memory;
+  TPUC_RETURN_IF_ERROR(tpuc_pjrt_error(
+      api, api->PJRT_Client_CreateBuffersForAsyncHostToDevice(&ca),
+      "creating an error buffer"));
+  PJRT_AsyncHostToDeviceTransferManager_RetrieveBuffer_Args ra = {0};
+  ra.struct_size = sizeof ra;
+  ra.transfer_manager = ca.transfer_manager;
+  ra.buffer_index = 0;
+  tpuc_status* st = tpuc_pjrt_error(
+      api, api->PJRT_AsyncHostToDeviceTransferManager_RetrieveBuffer(&ra),
+      "creating an error buffer");
+  if (st == NULL) {
+    const char* msg = message ? message : "";
+    PJRT_AsyncHostToDeviceTransferManager_SetBufferError_Args ea = {0};
+    ea.struct_size = sizeof ea;
+    ea.transfer_manager = ca.transfer_manager;
+    ea.buffer_index = 0;
+    ea.error_code = (int)code;
+    ea.error_message = msg;
+    ea.error_message_size = strlen(msg);
+    st = tpuc_pjrt_error(
+        api, api->PJRT_AsyncHostToDeviceTransferManager_SetBufferError(&ea),
+        "setting the error of an error buffer");
+    if (st != NULL) {
+      PJRT_Buffer_Destroy_Args bd = {0};
+      bd.struct_size = sizeof bd;
+      bd.buffer = ra.buffer_out;
+      tpuc_status_free(tpuc_pjrt_error(api, api->PJRT_Buffer_Destroy(&bd), NULL));
+    }
+  }
+  PJRT_AsyncHostToDeviceTransferManager_Destroy_Args da = {0};
+  da.struct_size = sizeof da;
+  da.transfer_manager = ca.transfer_manager;
+  tpuc_status_free(tpuc_pjrt_error(
+      api, api->PJRT_AsyncHostToDeviceTransferManager_Destroy(&da), NULL));
+  if (st != NULL) return st;
+  tpuc_value_type t = {.dtype = dtype, .rank = rank};
+  if (rank > 0) memcpy(t.dims, dims, sizeof(int64_t) * (size_t)rank);
+  return tpuc_buffer_wrap(client, ra.buffer_out, device, &t, out);
+}

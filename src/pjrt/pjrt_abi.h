@@ -34,6 +34,8 @@ typedef struct PJRT_Executable PJRT_Executable;
 typedef struct PJRT_LoadedExecutable PJRT_LoadedExecutable;
 typedef struct PJRT_Buffer PJRT_Buffer;
 typedef struct PJRT_SerializedExecutable PJRT_SerializedExecutable;
+typedef struct PJRT_AsyncHostToDeviceTransferManager
+    PJRT_AsyncHostToDeviceTransferManager;
 
 /* Header shared by every argument struct. */
 #define PJRT_ARGS_HEADER \
@@ -391,6 +393,53 @@ typedef struct {
   PJRT_Event* event; /* out */
 } PJRT_Buffer_ReadyEvent_Args;
 
+typedef struct {
+  PJRT_ARGS_HEADER;
+  PJRT_Device* device;
+  PJRT_Memory* memory; /* out */
+} PJRT_Device_DefaultMemory_Args;
+
+/* ------------------- asynchronous host-to-device transfers ------------------ */
+
+typedef struct {
+  PJRT_ARGS_HEADER;
+  const int64_t* dims;
+  size_t num_dims;
+  PJRT_Buffer_Type element_type;
+} PJRT_ShapeSpec;
+
+typedef struct {
+  PJRT_ARGS_HEADER;
+  PJRT_Client* client;
+  PJRT_ShapeSpec* shape_specs;
+  size_t num_shape_specs;
+  void** device_layouts; /* optional */
+  size_t num_device_layouts;
+  PJRT_Memory* memory;
+  PJRT_AsyncHostToDeviceTransferManager* transfer_manager; /* out */
+} PJRT_Client_CreateBuffersForAsyncHostToDevice_Args;
+
+typedef struct {
+  PJRT_ARGS_HEADER;
+  PJRT_AsyncHostToDeviceTransferManager* transfer_manager;
+} PJRT_AsyncHostToDeviceTransferManager_Destroy_Args;
+
+typedef struct {
+  PJRT_ARGS_HEADER;
+  PJRT_AsyncHostToDeviceTransferManager* transfer_manager;
+  int buffer_index;
+  PJRT_Buffer* buffer_out; /* out */
+} PJRT_AsyncHostToDeviceTransferManager_RetrieveBuffer_Args;
+
+typedef struct {
+  PJRT_ARGS_HEADER;
+  PJRT_AsyncHostToDeviceTransferManager* transfer_manager;
+  int buffer_index;
+  int error_code;
+  const char* error_message;
+  size_t error_message_size;
+} PJRT_AsyncHostToDeviceTransferManager_SetBufferError_Args;
+
 /* ---------------------------- function table --------------------------- */
 
 #define PJRT_FN(name) PJRT_Error* (*name)(name##_Args * args)
@@ -445,7 +494,7 @@ typedef struct PJRT_Api {
   void* PJRT_Device_IsAddressable;
   PJRT_FN(PJRT_Device_LocalHardwareId);
   void* PJRT_Device_AddressableMemories;
-  void* PJRT_Device_DefaultMemory;
+  PJRT_FN(PJRT_Device_DefaultMemory);
   PJRT_FN(PJRT_Device_MemoryStats);
 
   void* PJRT_Memory_Id;
@@ -489,6 +538,47 @@ typedef struct PJRT_Api {
   PJRT_FN(PJRT_Buffer_ToHostBuffer);
   void* PJRT_Buffer_IsOnCpu;
   PJRT_FN(PJRT_Buffer_ReadyEvent);
+  void* PJRT_Buffer_UnsafePointer;
+  void* PJRT_Buffer_IncreaseExternalReferenceCount;
+  void* PJRT_Buffer_DecreaseExternalReferenceCount;
+  void* PJRT_Buffer_OpaqueDeviceMemoryDataPointer;
+
+  void* PJRT_CopyToDeviceStream_Destroy;
+  void* PJRT_CopyToDeviceStream_AddChunk;
+  void* PJRT_CopyToDeviceStream_TotalBytes;
+  void* PJRT_CopyToDeviceStream_GranuleSize;
+  void* PJRT_CopyToDeviceStream_CurrentBytes;
+
+  void* PJRT_TopologyDescription_Create;
+  void* PJRT_TopologyDescription_Destroy;
+  void* PJRT_TopologyDescription_PlatformName;
+  void* PJRT_TopologyDescription_PlatformVersion;
+  void* PJRT_TopologyDescription_GetDeviceDescriptions;
+  void* PJRT_TopologyDescription_Serialize;
+  void* PJRT_TopologyDescription_Attributes;
+
+  void* PJRT_Compile;
+
+  /* Appended after the 0.x reordering, in API order. */
+  void* PJRT_Executable_OutputElementTypes;
+  void* PJRT_Executable_OutputDimensions;
+  void* PJRT_Buffer_CopyToMemory;
+  void* PJRT_Client_CreateViewOfDeviceBuffer;
+  void* PJRT_Executable_Fingerprint;
+  void* PJRT_Client_TopologyDescription;
+  void* PJRT_Executable_GetCompiledMemoryStats;
+  void* PJRT_Memory_Kind_Id;
+  void* PJRT_ExecuteContext_Create;
+  void* PJRT_ExecuteContext_Destroy;
+  void* PJRT_Buffer_CopyRawToHost;
+  PJRT_FN(PJRT_AsyncHostToDeviceTransferManager_Destroy);
+  void* PJRT_AsyncHostToDeviceTransferManager_TransferData;
+  PJRT_FN(PJRT_Client_CreateBuffersForAsyncHostToDevice);
+  PJRT_FN(PJRT_AsyncHostToDeviceTransferManager_RetrieveBuffer);
+  void* PJRT_AsyncHostToDeviceTransferManager_Device;
+  void* PJRT_AsyncHostToDeviceTransferManager_BufferCount;
+  void* PJRT_AsyncHostToDeviceTransferManager_BufferSize;
+  PJRT_FN(PJRT_AsyncHostToDeviceTransferManager_SetBufferError);
   /* Later slots are not used by tpuc. */
 } PJRT_Api;
 
