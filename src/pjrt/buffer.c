@@ -35,6 +35,38 @@ static int64_t shape_elements(const int64_t* dims, int rank) {
   return n;
 }
 
+/* Checks what every buffer constructor takes: client, out, device, dtype,
+ * shape. Sets *out to NULL and *elements to the element count. */
+static tpuc_status* check_new_buffer(tpuc_client* client, int device,
+                                     tpuc_dtype dtype, const int64_t* dims,
+                                     int rank, tpuc_buffer** out,
+                                     int64_t* elements) {
+  if (client == NULL || out == NULL)
+    return tpuc_status_make(TPUC_INVALID_ARGUMENT, "client or out is NULL");
+  *out = NULL;
+  TPUC_RETURN_IF_ERROR(tpuc_client_check_device(client, device));
+  if (!tpuc_dtype_is_valid(dtype))
+    return tpuc_status_make(TPUC_INVALID_ARGUMENT, "invalid dtype %d",
+                            (int)dtype);
+  if (rank < 0 || rank > TPUC_MAX_RANK)
+    return tpuc_status_make(TPUC_INVALID_ARGUMENT,
+                            "rank %d out of range [0, %d]", rank, TPUC_MAX_RANK);
+  if (rank > 0 && dims == NULL)
+    return tpuc_status_make(TPUC_INVALID_ARGUMENT, "dims is NULL for rank %d",
+                            rank);
+  for (int i = 0; i < rank; i++)
+    if (dims[i] < 0)
+      return tpuc_status_make(TPUC_INVALID_ARGUMENT,
+                              "dimension %d is negative (%lld)", i,
+                              (long long)dims[i]);
+  int64_t n = shape_elements(dims, rank);
+  if (n < 0 || (uint64_t)n > SIZE_MAX / tpuc_dtype_size(dtype))
+    return tpuc_status_make(TPUC_INVALID_ARGUMENT,
+                            "shape is too large (element count overflows)");
+  *elements = n;
+  return NULL;
+}
+
 tpuc_status* tpuc_buffer_wrap(tpuc_client* client, PJRT_Buffer* pjrt,
                               int device, const tpuc_value_type* type,
                               tpuc_buffer** out) {
@@ -63,37 +95,14 @@ tpuc_status* tpuc_buffer_from_host(tpuc_client* client, int device,
                                    int rank, const void* data,
                                    const int64_t* byte_strides,
                                    tpuc_buffer** out) {
-  if (client == NULL || out == NULL)
-    return tpuc_status_make(TPUC_INVALID_ARGUMENT, "client or out is NULL");
-  *out = NULL;
-  if (device < 0 || (size_t)device >= client->num_devices)
-    return tpuc_status_make(TPUC_INVALID_ARGUMENT,
-                            "device index %d out of range: %s has %zu "
-                            "addressable device(s)",
-                            device, client->platform_name, client->num_devices);
-  if (!tpuc_dtype_is_valid(dtype))
-    return tpuc_status_make(TPUC_INVALID_ARGUMENT, "invalid dtype %d",
-                            (int)dtype);
-  if (rank < 0 || rank > TPUC_MAX_RANK)
-    return tpuc_status_make(TPUC_INVALID_ARGUMENT,
-                            "rank %d out of range [0, %d]", rank, TPUC_MAX_RANK);
-  if (rank > 0 && dims == NULL)
-    return tpuc_status_make(TPUC_INVALID_ARGUMENT, "dims is NULL for rank %d",
-                            rank);
-  for (int i = 0; i < rank; i++) {
-    if (dims[i] < 0)
-      return tpuc_status_make(TPUC_INVALID_ARGUMENT,
-                              "dimension %d is negative (%lld)", i,
-                              (long long)dims[i]);
-    if (byte_strides != NULL && byte_strides[i] < 0)
+  int64_t n = 0;
+  TPUC_RETURN_IF_ERROR(
+      check_new_buffer(client, device, dtype, dims, rank, out, &n));
+  for (int i = 0; byte_strides != NULL && i < rank; i++)
+    if (byte_strides[i] < 0)
       return tpuc_status_make(TPUC_INVALID_ARGUMENT,
                               "byte stride %d is negative (%lld)", i,
                               (long long)byte_strides[i]);
-  }
-  int64_t n = shape_elements(dims, rank);
-  if (n < 0 || (uint64_t)n > SIZE_MAX / tpuc_dtype_size(dtype))
-    return tpuc_status_make(TPUC_INVALID_ARGUMENT,
-                            "shape is too large (element count overflows)");
   if (n > 0 && data == NULL)
     return tpuc_status_make(TPUC_INVALID_ARGUMENT,
                             "data is NULL for a non-empty array");
@@ -236,23 +245,9 @@ tpuc_status* tpuc_buffer_from_error(tpuc_client* client, int device,
                                     tpuc_dtype dtype, const int64_t* dims,
                                     int rank, tpuc_code code,
                                     const char* message, tpuc_buffer** out) {
-  if (client == NULL || out == NULL)
-    return tpuc_status_make(TPUC_INVALID_ARGUMENT, "client or out is NULL");
-  *out = NULL;
-  if (device < 0 || (size_t)device >= client->num_devices)
-    return tpuc_status_make(TPUC_INVALID_ARGUMENT,
-                            "device index %d out of range: %s has %zu "
-                            "addressable device(s)",
-                            device, client->platform_name, client->num_devices);
-  if (!tpuc_dtype_is_valid(dtype) || rank < 0 || rank > TPUC_MAX_RANK ||
-      (rank > 0 && dims == NULL))
-    return tpuc_status_make(TPUC_INVALID_ARGUMENT,
-                            "invalid dtype or shape for an error buffer");
-  for (int i = 0; i < rank; i++)
-    if (dims[i] < 0)
-      return tpuc_status_make(TPUC_INVALID_ARGUMENT,
-                              "dimension %d is negative (%lld)", i,
-                              (long long)dims[i]);
+  int64_t n = 0;
+  TPUC_RETURN_IF_ERROR(
+      check_new_buffer(client, device, dtype, dims, rank, out, &n));
   if (code == TPUC_OK)
     return tpuc_status_make(TPUC_INVALID_ARGUMENT,
                             "an error buffer needs a non-OK code");

@@ -221,7 +221,7 @@ tpuc_status* tpuc_client_device_count(tpuc_client* c, int* count) {
   return NULL;
 }
 
-static tpuc_status* check_device(tpuc_client* c, int device) {
+tpuc_status* tpuc_client_check_device(tpuc_client* c, int device) {
   if (c == NULL) return tpuc_status_make(TPUC_INVALID_ARGUMENT, "client is NULL");
   if (device < 0 || (size_t)device >= c->num_devices)
     return tpuc_status_make(TPUC_INVALID_ARGUMENT,
@@ -233,7 +233,7 @@ static tpuc_status* check_device(tpuc_client* c, int device) {
 
 tpuc_status* tpuc_client_device_info(tpuc_client* c, int device,
                                      tpuc_device_info* out) {
-  TPUC_RETURN_IF_ERROR(check_device(c, device));
+  TPUC_RETURN_IF_ERROR(tpuc_client_check_device(c, device));
   if (out == NULL) return tpuc_status_make(TPUC_INVALID_ARGUMENT, "out is NULL");
   out->index = device;
   out->id = c->device_ids[device];
@@ -245,7 +245,7 @@ tpuc_status* tpuc_client_device_info(tpuc_client* c, int device,
 
 tpuc_status* tpuc_client_memory_stats(tpuc_client* c, int device,
                                       tpuc_memory_stats* out) {
-  TPUC_RETURN_IF_ERROR(check_device(c, device));
+  TPUC_RETURN_IF_ERROR(tpuc_client_check_device(c, device));
   if (out == NULL) return tpuc_status_make(TPUC_INVALID_ARGUMENT, "out is NULL");
   memset(out, 0, sizeof *out);
   out->bytes_limit = -1;

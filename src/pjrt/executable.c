@@ -134,11 +134,8 @@ static tpuc_status* check_args(tpuc_executable* e, int device,
                                tpuc_buffer* const* args, size_t num_args,
                                size_t num_outputs) {
   tpuc_client* c = e->client;
-  if (device < 0 || (size_t)device >= c->num_devices)
-    return tpuc_status_make(TPUC_INVALID_ARGUMENT,
-                            "program %s: device index %d out of range: %s has "
-                            "%zu addressable device(s)",
-                            e->name, device, c->platform_name, c->num_devices);
+  TPUC_RETURN_IF_ERROR(tpuc_status_annotate(
+      tpuc_client_check_device(c, device), "program %s", e->name));
   if (num_args != e->num_inputs)
     return tpuc_status_make(TPUC_INVALID_ARGUMENT,
                             "program %s takes %zu argument(s), got %zu",

@@ -101,6 +101,10 @@ tpuc_status* tpuc_buffer_wrap(tpuc_client* client, PJRT_Buffer* pjrt,
                               int device, const tpuc_value_type* type,
                               tpuc_buffer** out);
 
+/* INVALID_ARGUMENT naming the platform's device count unless `device` is an
+ * addressable-device index of `client`. */
+tpuc_status* tpuc_client_check_device(tpuc_client* client, int device);
+
 /* Records an in-flight execution for tpuc_client_synchronize. */
 void tpuc_client_track(tpuc_client* client, PJRT_Event* done,
                        const char* program);

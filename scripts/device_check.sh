@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Builds tpuc on an accelerator machine whose Python already has a PJRT
+# plugin installed (no network needed: no venv, no pip), then runs the demo,
+# the C tests and the runtime benchmark there. Results go to $OUT (default
+# /tmp/tpuc-device-out): demo.log, ctest.log, runtime.json.
+# The C tests were written for the CPU plugin; on another platform the few
+# that assert CPU specifics (platform name, device count option) fail and are
+# reported, not hidden.
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+OUT="${OUT:-/tmp/tpuc-device-out}"
+mkdir -p "$OUT"
+PY="${PYTHON:-python3}"
+SITE="$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+export TPUC_SITE_PACKAGES="$SITE"
+nvidia-smi -L 2>/dev/null || true
+ls "$SITE" | grep -iE '^(jax|libtpu|xla)' || true
+if ! { cmake -S . -B build-device -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+         -DTPUC_SITE_PACKAGES="$SITE" && cmake --build build-device -j "$(nproc)"; } \
+       >"$OUT/build.log" 2>&1; then
+  tail -40 "$OUT/build.log"
+  exit 1
+fi
+./build-device/tpuc_demo 2>&1 | tee "$OUT/demo.log"
+(cd build-device && ctest --output-on-failure --timeout 300) >"$OUT/ctest.log" 2>&1
+grep -E "tests passed|Failed|\*\*\*" "$OUT/ctest.log" || true
+TPUC_BENCH_RESULTS_DIR="$OUT" ./build-device/bench_runtime
