@@ -1,0 +1,14 @@
+/* libtpuc: PyTorch's `tpu` device runtime over the PJRT C API. */
+#ifndef TPUC_TPUC_H_
+#define TPUC_TPUC_H_
+
+#include "tpuc/buffer.h"
+#include "tpuc/client.h"
+#include "tpuc/dtype.h"
+#include "tpuc/event.h"
+#include "tpuc/executable.h"
+#include "tpuc/hlo.h"
+#include "tpuc/plugin.h"
+#include "tpuc/status.h"
+
+#endif /* TPUC_TPUC_H_ */
