@@ -18,8 +18,9 @@ static void test_roundtrip_every_dtype(void) {
     for (size_t i = 0; i < n; i++)
       src[i] = (unsigned char)(d == TPUC_DTYPE_PRED ? (i % 3 == 0) : i * 7 + 1);
     tpuc_buffer* b = NULL;
+    int dev = tpuc_test_device_count() - 1; /* the last device */
     tpuc_status* st =
-        tpuc_buffer_from_host(c, 1, (tpuc_dtype)d, dims, 2, src, NULL, &b);
+        tpuc_buffer_from_host(c, dev, (tpuc_dtype)d, dims, 2, src, NULL, &b);
     if (st == NULL) st = tpuc_buffer_to_host(b, dst, n);
     int same = st == NULL && memcmp(src, dst, n) == 0;
     if (!same)
@@ -30,7 +31,7 @@ static void test_roundtrip_every_dtype(void) {
       TPUC_CHECK((int)tpuc_buffer_dtype(b) == d);
       TPUC_CHECK(tpuc_buffer_rank(b) == 2);
       TPUC_CHECK(tpuc_buffer_dims(b)[1] == 5);
-      TPUC_CHECK(tpuc_buffer_device(b) == 1);
+      TPUC_CHECK(tpuc_buffer_device(b) == dev);
       TPUC_CHECK(tpuc_buffer_byte_size(b) == n);
     }
     tpuc_buffer_release(b);
@@ -131,9 +132,9 @@ static void test_bad_arguments(void) {
   int64_t dims[1] = {4};
   int64_t neg[1] = {-2};
   tpuc_buffer* b = NULL;
-  TPUC_CHECK_ERROR(tpuc_buffer_from_host(c, 5, TPUC_DTYPE_F32, dims, 1, v,
+  TPUC_CHECK_ERROR(tpuc_buffer_from_host(c, 99, TPUC_DTYPE_F32, dims, 1, v,
                                          NULL, &b),
-                   TPUC_INVALID_ARGUMENT, "device index 5");
+                   TPUC_INVALID_ARGUMENT, "device index 99");
   TPUC_CHECK_ERROR(tpuc_buffer_from_host(c, 0, (tpuc_dtype)99, dims, 1, v,
                                          NULL, &b),
                    TPUC_INVALID_ARGUMENT, "dtype");

@@ -5,17 +5,18 @@ static void test_platform_and_devices(void) {
   tpuc_client* c = tpuc_test_client();
   const char *name = NULL, *version = NULL;
   TPUC_CHECK_OK(tpuc_client_platform(c, &name, &version));
-  TPUC_CHECK(strcmp(name, "cpu") == 0);
+  TPUC_CHECK(strlen(name) > 0);
   TPUC_CHECK(version != NULL);
   int n = 0;
   TPUC_CHECK_OK(tpuc_client_device_count(c, &n));
-  TPUC_CHECK(n == 2); /* the harness asks the CPU plugin for two */
+  /* The harness asks the CPU plugin for two devices. */
+  TPUC_CHECK(tpuc_test_is_cpu() ? n == 2 : n >= 1);
   for (int i = 0; i < n; i++) {
     tpuc_device_info info;
     TPUC_CHECK_OK(tpuc_client_device_info(c, i, &info));
     TPUC_CHECK(info.index == i);
-    TPUC_CHECK(info.id == i);
-    TPUC_CHECK(strcmp(info.kind, "cpu") == 0);
+    TPUC_CHECK(info.id >= 0);
+    TPUC_CHECK(!tpuc_test_is_cpu() || strcmp(info.kind, "cpu") == 0);
     TPUC_CHECK(strlen(info.description) > 0);
   }
   tpuc_plugin* p = NULL;
@@ -24,6 +25,7 @@ static void test_platform_and_devices(void) {
 }
 
 static void test_device_count_option(void) {
+  if (!tpuc_test_is_cpu()) TPUC_SKIP("cpu_device_count is a CPU-plugin option");
   tpuc_plugin* p = NULL;
   TPUC_CHECK_OK(tpuc_plugin_load(NULL, NULL, 0, &p));
   for (int want = 1; want <= 4; want += 3) {
@@ -61,7 +63,7 @@ static void test_bad_device_index(void) {
   TPUC_CHECK_ERROR(tpuc_client_device_info(c, -1, &info),
                    TPUC_INVALID_ARGUMENT, "out of range");
   tpuc_memory_stats ms;
-  TPUC_CHECK_ERROR(tpuc_client_memory_stats(c, 2, &ms), TPUC_INVALID_ARGUMENT,
+  TPUC_CHECK_ERROR(tpuc_client_memory_stats(c, 99, &ms), TPUC_INVALID_ARGUMENT,
                    "out of range");
 }
 

@@ -2,6 +2,7 @@
 #include "tpuc_test.h"
 
 int tpuc_test_failures = 0;
+int tpuc_test_skips = 0;
 static tpuc_client* g_client = NULL;
 
 tpuc_client* tpuc_test_client(void) {
@@ -21,6 +22,20 @@ tpuc_client* tpuc_test_client(void) {
     exit(2);
   }
   return g_client;
+}
+
+int tpuc_test_device_count(void) {
+  int n = 0;
+  tpuc_status* st = tpuc_client_device_count(tpuc_test_client(), &n);
+  tpuc_status_free(st);
+  return n;
+}
+
+int tpuc_test_is_cpu(void) {
+  const char* name = NULL;
+  tpuc_status* st = tpuc_client_platform(tpuc_test_client(), &name, NULL);
+  tpuc_status_free(st);
+  return name != NULL && strcmp(name, "cpu") == 0;
 }
 
 tpuc_status* tpuc_test_run(const char* mlir, tpuc_buffer* const* args,
@@ -70,19 +85,22 @@ void* tpuc_test_to_host(tpuc_buffer* b) {
 
 int tpuc_test_run_all(const char* file, const tpuc_test_case* cases,
                       size_t n) {
-  size_t failed = 0;
+  size_t failed = 0, skipped = 0;
   for (size_t i = 0; i < n; i++) {
-    int before = tpuc_test_failures;
+    int before = tpuc_test_failures, skips_before = tpuc_test_skips;
     cases[i].fn();
     int ok = tpuc_test_failures == before;
+    int skip = ok && tpuc_test_skips != skips_before;
     if (!ok) failed++;
-    printf("[%s] %s\n", ok ? "PASS" : "FAIL", cases[i].name);
+    if (skip) skipped++;
+    printf("[%s] %s\n", !ok ? "FAIL" : skip ? "SKIP" : "PASS", cases[i].name);
     fflush(stdout);
   }
   if (g_client != NULL) {
     tpuc_client_destroy(g_client);
     g_client = NULL;
   }
-  printf("%s: %zu passed, %zu failed\n", file, n - failed, failed);
+  printf("%s: %zu passed, %zu failed, %zu skipped\n", file,
+         n - failed - skipped, failed, skipped);
   return failed ? 1 : 0;
 }

@@ -12,6 +12,17 @@
 #include "tpuc/tpuc.h"
 
 extern int tpuc_test_failures;
+extern int tpuc_test_skips;
+
+/* Skips the current test with a reason (counted and printed). */
+#define TPUC_SKIP(...)                                                     \
+  do {                                                                     \
+    fprintf(stdout, "  skipped: ");                                        \
+    fprintf(stdout, __VA_ARGS__);                                          \
+    fprintf(stdout, "\n");                                                 \
+    tpuc_test_skips++;                                                     \
+    return;                                                                \
+  } while (0)
 
 #define TPUC_CHECK(cond)                                                   \
   do {                                                                     \
@@ -74,6 +85,11 @@ typedef struct {
  * `cpu_device_count` devices (CPU plugin) and an in-memory-only cache unless
  * the test asks otherwise. Destroyed by tpuc_test_run_all. */
 tpuc_client* tpuc_test_client(void);
+
+/* Number of devices of the shared client, and whether its plugin is a CPU
+ * one (several tests assert CPU-plugin specifics). */
+int tpuc_test_device_count(void);
+int tpuc_test_is_cpu(void);
 
 /* Compiles `mlir`, runs it on device 0 with `args`, synchronizes, and
  * stores outputs (caller releases them). Returns NULL status on success. */
