@@ -5,54 +5,6 @@
 #include "tpuc/hlo.h"
 #include "tpuc_test.h"
 
-/* ---- shared helpers (each test file is its own executable) ------------- */
-
-typedef struct {
-  tpuc_dtype dtype;
-  int rank;
-  int64_t dims[4];
-  const void* data;
-} harg;
-
-/* Prints `m`, runs it with host args and copies `nouts` results to
- * malloc'ed host memory (caller frees). Prints the module on failure. */
-static tpuc_status* run_host(tpuc_hlo_module* m, const harg* args, size_t n,
-                             void** outs, size_t nouts) {
-  char* text = NULL;
-  for (size_t j = 0; j < nouts; ++j) outs[j] = NULL;
-  TPUC_RETURN_IF_ERROR(tpuc_hlo_module_print(m, &text, NULL));
-  tpuc_buffer* in[16] = {0};
-  tpuc_buffer* out[64] = {0};
-  tpuc_status* st = NULL;
-  for (size_t i = 0; i < n && st == NULL; ++i) {
-    in[i] = tpuc_test_buffer(args[i].dtype, args[i].dims, args[i].rank,
-                             args[i].data);
-    if (in[i] == NULL) st = tpuc_status_make(TPUC_INTERNAL, "arg %zu", i);
-  }
-  if (st == NULL) st = tpuc_test_run(text, in, n, out, nouts);
-  for (size_t j = 0; j < nouts; ++j) {
-    if (st == NULL) {
-      outs[j] = tpuc_test_to_host(out[j]);
-      if (outs[j] == NULL) st = tpuc_status_make(TPUC_INTERNAL, "out %zu", j);
-    }
-    tpuc_buffer_release(out[j]);
-  }
-  for (size_t i = 0; i < n; ++i) tpuc_buffer_release(in[i]);
-  if (st != NULL) {
-    fprintf(stderr, "---- module ----\n%s", text);
-    for (size_t j = 0; j < nouts; ++j) {
-      free(outs[j]);
-      outs[j] = NULL;
-    }
-  }
-  free(text);
-  return st;
-}
-
-static void free_all(void** p, size_t n) {
-  for (size_t i = 0; i < n; ++i) free(p[i]);
-}
-
 /* while (i < n) { acc += x * i; i += 1 } with x a (3) vector. */
 static void test_while(void) {
   tpuc_hlo_module* m;
@@ -97,13 +49,13 @@ static void test_while(void) {
   TPUC_CHECK_OK(tpuc_hlo_return(fn, res, 2));
   const int32_t nv = 10;
   const float xv[3] = {1, -2, 0.5f};
-  harg args[2] = {{TPUC_DTYPE_S32, 0, {0}, &nv}, {TPUC_DTYPE_F32, 1, {3}, xv}};
+  tpuc_test_arg args[2] = {{TPUC_DTYPE_S32, 0, {0}, &nv}, {TPUC_DTYPE_F32, 1, {3}, xv}};
   void* o[2];
-  TPUC_CHECK_OK(run_host(m, args, 2, o, 2));
+  TPUC_CHECK_OK(tpuc_test_run_module(m, args, 2, o, 2));
   tpuc_hlo_module_destroy(m);
   int bad = *(int32_t*)o[0] != 10;
   for (int k = 0; k < 3; ++k) bad += ((float*)o[1])[k] != xv[k] * 45.0f;
-  free_all(o, 2);
+  tpuc_test_free_all(o, 2);
   TPUC_CHECK(bad == 0);
 }
 
@@ -169,10 +121,10 @@ static void test_case(void) {
   const int32_t idxs[4] = {0, 1, 2, 7};
   int bad = 0;
   for (int t = 0; t < 4; ++t) {
-    harg args[2] = {{TPUC_DTYPE_S32, 0, {0}, &idxs[t]},
+    tpuc_test_arg args[2] = {{TPUC_DTYPE_S32, 0, {0}, &idxs[t]},
                     {TPUC_DTYPE_F32, 1, {4}, x}};
     void* o[2];
-    st = run_host(m, args, 2, o, 2);
+    st = tpuc_test_run_module(m, args, 2, o, 2);
     if (st != NULL) tpuc_hlo_module_destroy(m);
     TPUC_CHECK_OK(st);
     int b = idxs[t] > 2 ? 2 : idxs[t]; /* out of range runs the last */
@@ -182,7 +134,7 @@ static void test_case(void) {
       float want = x[k] + (b == 0 ? c + 1 : b == 1 ? c * c : 10);
       bad += ((float*)o[0])[k] != want;
     }
-    free_all(o, 2);
+    tpuc_test_free_all(o, 2);
   }
   tpuc_hlo_module_destroy(m);
   TPUC_CHECK(bad == 0);
@@ -214,9 +166,9 @@ static void test_rng_bit_generator(void) {
     tpuc_hlo_value res[4] = {y[0], y[1], y[3], b64};
     TPUC_CHECK_OK(tpuc_hlo_return(fn, res, 4));
     const uint64_t seed[3] = {42, 7, 0};
-    harg arg = {TPUC_DTYPE_U64, 1, {sn}, seed};
+    tpuc_test_arg arg = {TPUC_DTYPE_U64, 1, {sn}, seed};
     void* o[4];
-    TPUC_CHECK_OK(run_host(m, &arg, 1, o, 4));
+    TPUC_CHECK_OK(tpuc_test_run_module(m, &arg, 1, o, 4));
     tpuc_hlo_module_destroy(m);
     int bad = memcmp(o[1], o[2], 4 * 64 * 4) != 0;
     bad += memcmp(o[0], seed, (size_t)sn * 8) == 0; /* state advanced */
@@ -229,7 +181,7 @@ static void test_rng_bit_generator(void) {
     for (int k = 1; k < 16; ++k)
       distinct += ((uint64_t*)o[3])[k] != ((uint64_t*)o[3])[0];
     bad += distinct != 15;
-    free_all(o, 4);
+    tpuc_test_free_all(o, 4);
     if (bad) fprintf(stderr, "rng algorithm %d failed\n", a);
     TPUC_CHECK(bad == 0);
   }

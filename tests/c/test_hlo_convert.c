@@ -5,54 +5,6 @@
 #include "tpuc/hlo.h"
 #include "tpuc_test.h"
 
-/* ---- shared helpers (each test file is its own executable) ------------- */
-
-typedef struct {
-  tpuc_dtype dtype;
-  int rank;
-  int64_t dims[4];
-  const void* data;
-} harg;
-
-/* Prints `m`, runs it with host args and copies `nouts` results to
- * malloc'ed host memory (caller frees). Prints the module on failure. */
-static tpuc_status* run_host(tpuc_hlo_module* m, const harg* args, size_t n,
-                             void** outs, size_t nouts) {
-  char* text = NULL;
-  for (size_t j = 0; j < nouts; ++j) outs[j] = NULL;
-  TPUC_RETURN_IF_ERROR(tpuc_hlo_module_print(m, &text, NULL));
-  tpuc_buffer* in[16] = {0};
-  tpuc_buffer* out[64] = {0};
-  tpuc_status* st = NULL;
-  for (size_t i = 0; i < n && st == NULL; ++i) {
-    in[i] = tpuc_test_buffer(args[i].dtype, args[i].dims, args[i].rank,
-                             args[i].data);
-    if (in[i] == NULL) st = tpuc_status_make(TPUC_INTERNAL, "arg %zu", i);
-  }
-  if (st == NULL) st = tpuc_test_run(text, in, n, out, nouts);
-  for (size_t j = 0; j < nouts; ++j) {
-    if (st == NULL) {
-      outs[j] = tpuc_test_to_host(out[j]);
-      if (outs[j] == NULL) st = tpuc_status_make(TPUC_INTERNAL, "out %zu", j);
-    }
-    tpuc_buffer_release(out[j]);
-  }
-  for (size_t i = 0; i < n; ++i) tpuc_buffer_release(in[i]);
-  if (st != NULL) {
-    fprintf(stderr, "---- module ----\n%s", text);
-    for (size_t j = 0; j < nouts; ++j) {
-      free(outs[j]);
-      outs[j] = NULL;
-    }
-  }
-  free(text);
-  return st;
-}
-
-static void free_all(void** p, size_t n) {
-  for (size_t i = 0; i < n; ++i) free(p[i]);
-}
-
 static uint16_t f32_to_bf16(float f) {
   uint32_t u;
   memcpy(&u, &f, 4);
@@ -213,9 +165,9 @@ static void test_add_every_dtype(void) {
       put(d, va, k, pred ? (k & 1) : k + 1);
       put(d, vb, k, pred ? (k >> 1 & 1) : 2 * k);
     }
-    harg args[2] = {{d, 2, {2, 3}, va}, {d, 2, {2, 3}, vb}};
+    tpuc_test_arg args[2] = {{d, 2, {2, 3}, va}, {d, 2, {2, 3}, vb}};
     void* o;
-    TPUC_CHECK_OK(run_host(m, args, 2, &o, 1));
+    TPUC_CHECK_OK(tpuc_test_run_module(m, args, 2, &o, 1));
     tpuc_hlo_module_destroy(m);
     int bad = 0;
     for (int k = 0; k < 6; ++k) {
@@ -252,9 +204,9 @@ static void test_convert_round_trips(void) {
       TPUC_CHECK_OK(tpuc_hlo_convert(fn, y[0], TPUC_DTYPE_F32, &y[1]));
     }
     TPUC_CHECK_OK(tpuc_hlo_return(fn, y, 2));
-    harg a = {TPUC_DTYPE_F32, 1, {4}, v};
+    tpuc_test_arg a = {TPUC_DTYPE_F32, 1, {4}, v};
     void* o[2];
-    TPUC_CHECK_OK(run_host(m, &a, 1, o, 2));
+    TPUC_CHECK_OK(tpuc_test_run_module(m, &a, 1, o, 2));
     tpuc_hlo_module_destroy(m);
     int bad = 0;
     for (int k = 0; k < 4; ++k) {
@@ -273,7 +225,7 @@ static void test_convert_round_trips(void) {
         bad += ((uint16_t*)o[0])[k] != h;
       }
     }
-    free_all(o, 2);
+    tpuc_test_free_all(o, 2);
     if (bad)
       fprintf(stderr, "convert via %s failed\n", tpuc_dtype_mlir_name(d));
     TPUC_CHECK(bad == 0);
@@ -292,9 +244,9 @@ static void test_convert_rounding_bf16(void) {
   TPUC_CHECK_OK(tpuc_hlo_arg(fn, &t, &x));
   TPUC_CHECK_OK(tpuc_hlo_convert(fn, x, TPUC_DTYPE_BF16, &y));
   TPUC_CHECK_OK(tpuc_hlo_return(fn, &y, 1));
-  harg a = {TPUC_DTYPE_F32, 1, {4}, v};
+  tpuc_test_arg a = {TPUC_DTYPE_F32, 1, {4}, v};
   void* o;
-  TPUC_CHECK_OK(run_host(m, &a, 1, &o, 1));
+  TPUC_CHECK_OK(tpuc_test_run_module(m, &a, 1, &o, 1));
   tpuc_hlo_module_destroy(m);
   int bad = 0;
   for (int k = 0; k < 4; ++k) bad += ((uint16_t*)o)[k] != f32_to_bf16(v[k]);
@@ -324,14 +276,14 @@ static void test_bitcast_convert(void) {
   const float vf[2] = {1.5f, -2.0f};
   uint8_t vu[12];
   for (int k = 0; k < 12; ++k) vu[k] = (uint8_t)(k * 17 + 1);
-  harg args[2] = {{TPUC_DTYPE_F32, 1, {2}, vf}, {TPUC_DTYPE_U8, 2, {3, 4}, vu}};
+  tpuc_test_arg args[2] = {{TPUC_DTYPE_F32, 1, {2}, vf}, {TPUC_DTYPE_U8, 2, {3, 4}, vu}};
   void* o[3];
-  TPUC_CHECK_OK(run_host(m, args, 2, o, 3));
+  TPUC_CHECK_OK(tpuc_test_run_module(m, args, 2, o, 3));
   tpuc_hlo_module_destroy(m);
   int bad = memcmp(o[0], vf, 8) != 0;
   bad += memcmp(o[1], vf, 8) != 0; /* little-endian bytes */
   bad += memcmp(o[2], vu, 12) != 0;
-  free_all(o, 3);
+  tpuc_test_free_all(o, 3);
   TPUC_CHECK(bad == 0);
 }
 

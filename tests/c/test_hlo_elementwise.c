@@ -6,54 +6,6 @@
 #include "tpuc/hlo.h"
 #include "tpuc_test.h"
 
-/* ---- shared helpers (each test file is its own executable) ------------- */
-
-typedef struct {
-  tpuc_dtype dtype;
-  int rank;
-  int64_t dims[4];
-  const void* data;
-} harg;
-
-/* Prints `m`, runs it with host args and copies `nouts` results to
- * malloc'ed host memory (caller frees). Prints the module on failure. */
-static tpuc_status* run_host(tpuc_hlo_module* m, const harg* args, size_t n,
-                             void** outs, size_t nouts) {
-  char* text = NULL;
-  for (size_t j = 0; j < nouts; ++j) outs[j] = NULL;
-  TPUC_RETURN_IF_ERROR(tpuc_hlo_module_print(m, &text, NULL));
-  tpuc_buffer* in[16] = {0};
-  tpuc_buffer* out[64] = {0};
-  tpuc_status* st = NULL;
-  for (size_t i = 0; i < n && st == NULL; ++i) {
-    in[i] = tpuc_test_buffer(args[i].dtype, args[i].dims, args[i].rank,
-                             args[i].data);
-    if (in[i] == NULL) st = tpuc_status_make(TPUC_INTERNAL, "arg %zu", i);
-  }
-  if (st == NULL) st = tpuc_test_run(text, in, n, out, nouts);
-  for (size_t j = 0; j < nouts; ++j) {
-    if (st == NULL) {
-      outs[j] = tpuc_test_to_host(out[j]);
-      if (outs[j] == NULL) st = tpuc_status_make(TPUC_INTERNAL, "out %zu", j);
-    }
-    tpuc_buffer_release(out[j]);
-  }
-  for (size_t i = 0; i < n; ++i) tpuc_buffer_release(in[i]);
-  if (st != NULL) {
-    fprintf(stderr, "---- module ----\n%s", text);
-    for (size_t j = 0; j < nouts; ++j) {
-      free(outs[j]);
-      outs[j] = NULL;
-    }
-  }
-  free(text);
-  return st;
-}
-
-static void free_all(void** p, size_t n) {
-  for (size_t i = 0; i < n; ++i) free(p[i]);
-}
-
 static bool close_f(double got, double want, double tol) {
   if (isnan(want)) return isnan(got);
   if (isinf(want)) return got == want;
@@ -152,8 +104,8 @@ static void test_unary_float(void) {
     }
     TPUC_CHECK_OK(tpuc_hlo_return(fn, ys, n));
     void* outs[NOPS];
-    harg arg = {TPUC_DTYPE_F32, 1, {6}, x};
-    TPUC_CHECK_OK(run_host(m, &arg, 1, outs, n));
+    tpuc_test_arg arg = {TPUC_DTYPE_F32, 1, {6}, x};
+    TPUC_CHECK_OK(tpuc_test_run_module(m, &arg, 1, outs, n));
     tpuc_hlo_module_destroy(m);
     int bad = 0;
     for (size_t i = 0; i < n; ++i)
@@ -166,7 +118,7 @@ static void test_unary_float(void) {
           bad++;
         }
       }
-    free_all(outs, n);
+    tpuc_test_free_all(outs, n);
     TPUC_CHECK(bad == 0);
   }
 }
@@ -199,11 +151,11 @@ static void test_unary_int_and_pred(void) {
   const int32_t vi[5] = {0, 1, -7, 255, INT32_MIN + 1};
   const uint8_t vb[5] = {1, 0, 1, 1, 0};
   const float vf[5] = {1.0f, INFINITY, -INFINITY, NAN, -0.0f};
-  harg args[3] = {{TPUC_DTYPE_S32, 1, {5}, vi},
+  tpuc_test_arg args[3] = {{TPUC_DTYPE_S32, 1, {5}, vi},
                   {TPUC_DTYPE_PRED, 1, {5}, vb},
                   {TPUC_DTYPE_F32, 1, {5}, vf}};
   void* o[8];
-  TPUC_CHECK_OK(run_host(m, args, 3, o, 8));
+  TPUC_CHECK_OK(tpuc_test_run_module(m, args, 3, o, 8));
   tpuc_hlo_module_destroy(m);
   int bad = 0;
   for (int k = 0; k < 5; ++k) {
@@ -216,7 +168,7 @@ static void test_unary_int_and_pred(void) {
     bad += ((uint8_t*)o[6])[k] != !vb[k];
     bad += ((uint8_t*)o[7])[k] != (isfinite(vf[k]) ? 1 : 0);
   }
-  free_all(o, 8);
+  tpuc_test_free_all(o, 8);
   TPUC_CHECK(bad == 0);
 }
 
@@ -240,9 +192,9 @@ static void test_unary_complex(void) {
   TPUC_CHECK(t.dtype == TPUC_DTYPE_F32);
   TPUC_CHECK_OK(tpuc_hlo_return(fn, y, 5));
   const float v[6] = {3, 4, -1, 0.5f, 0, -2};
-  harg a = {TPUC_DTYPE_C64, 1, {3}, v};
+  tpuc_test_arg a = {TPUC_DTYPE_C64, 1, {3}, v};
   void* o[5];
-  TPUC_CHECK_OK(run_host(m, &a, 1, o, 5));
+  TPUC_CHECK_OK(tpuc_test_run_module(m, &a, 1, o, 5));
   tpuc_hlo_module_destroy(m);
   int bad = 0;
   for (int k = 0; k < 3; ++k) {
@@ -255,7 +207,7 @@ static void test_unary_complex(void) {
     bad += !close_f(((float*)o[3])[2 * k + 1], cimagf(e), 1e-5);
     bad += memcmp((float*)o[4] + 2 * k, v + 2 * k, 8) != 0;
   }
-  free_all(o, 5);
+  tpuc_test_free_all(o, 5);
   TPUC_CHECK(bad == 0);
 }
 
@@ -278,10 +230,10 @@ static void test_binary_float(void) {
     TPUC_CHECK_OK(tpuc_hlo_binary(fn, ops[i], a, b, &y[i]));
   TPUC_CHECK_OK(tpuc_hlo_return(fn, y, N));
   const double va[4] = {5.5, -7.0, 2.0, 0.25}, vb[4] = {2.0, 3.0, -0.5, 4.0};
-  harg args[2] = {{TPUC_DTYPE_F64, 2, {2, 2}, va},
+  tpuc_test_arg args[2] = {{TPUC_DTYPE_F64, 2, {2, 2}, va},
                   {TPUC_DTYPE_F64, 2, {2, 2}, vb}};
   void* o[N];
-  TPUC_CHECK_OK(run_host(m, args, 2, o, N));
+  TPUC_CHECK_OK(tpuc_test_run_module(m, args, 2, o, N));
   tpuc_hlo_module_destroy(m);
   int bad = 0;
   for (int k = 0; k < 4; ++k) {
@@ -296,7 +248,7 @@ static void test_binary_float(void) {
         bad++;
       }
   }
-  free_all(o, N);
+  tpuc_test_free_all(o, N);
   TPUC_CHECK(bad == 0);
 }
 
@@ -328,9 +280,9 @@ static void test_binary_int(void) {
     TPUC_CHECK_OK(tpuc_hlo_binary(fn, ops[i], a, b, &y[i]));
   TPUC_CHECK_OK(tpuc_hlo_return(fn, y, N));
   const int32_t va[4] = {100, -100, 7, -1}, vb[4] = {3, 3, 2, 5};
-  harg args[2] = {{TPUC_DTYPE_S32, 1, {4}, va}, {TPUC_DTYPE_S32, 1, {4}, vb}};
+  tpuc_test_arg args[2] = {{TPUC_DTYPE_S32, 1, {4}, va}, {TPUC_DTYPE_S32, 1, {4}, vb}};
   void* o[N];
-  TPUC_CHECK_OK(run_host(m, args, 2, o, N));
+  TPUC_CHECK_OK(tpuc_test_run_module(m, args, 2, o, N));
   tpuc_hlo_module_destroy(m);
   int bad = 0;
   for (int k = 0; k < 4; ++k) {
@@ -359,7 +311,7 @@ static void test_binary_int(void) {
         bad++;
       }
   }
-  free_all(o, N);
+  tpuc_test_free_all(o, N);
   TPUC_CHECK(bad == 0);
 }
 
@@ -389,9 +341,9 @@ static void test_compare(void) {
     int32_t ia[4] = {1, -2, 3, 0}, ib[4] = {1, 2, -3, 7};
     const void* pa = ds[c] == TPUC_DTYPE_F32 ? (void*)fa : (void*)ia;
     const void* pb = ds[c] == TPUC_DTYPE_F32 ? (void*)fb : (void*)ib;
-    harg args[2] = {{ds[c], 1, {4}, pa}, {ds[c], 1, {4}, pb}};
+    tpuc_test_arg args[2] = {{ds[c], 1, {4}, pa}, {ds[c], 1, {4}, pb}};
     void* o[6];
-    TPUC_CHECK_OK(run_host(m, args, 2, o, 6));
+    TPUC_CHECK_OK(tpuc_test_run_module(m, args, 2, o, 6));
     tpuc_hlo_module_destroy(m);
     int bad = 0;
     for (int k = 0; k < 4; ++k) {
@@ -412,7 +364,7 @@ static void test_compare(void) {
       for (int dir = 0; dir < 6; ++dir)
         bad += ((uint8_t*)o[dir])[k] != want[dir];
     }
-    free_all(o, 6);
+    tpuc_test_free_all(o, 6);
     if (bad) fprintf(stderr, "compare case %d failed\n", c);
     TPUC_CHECK(bad == 0);
   }
@@ -438,11 +390,11 @@ static void test_select_clamp(void) {
   TPUC_CHECK_OK(tpuc_hlo_return(fn, y, 3));
   const uint8_t vp[5] = {1, 0, 1, 0, 0};
   const int16_t va[5] = {-10, -3, 0, 4, 10}, vb[5] = {5, 6, 7, 8, 9};
-  harg args[3] = {{TPUC_DTYPE_PRED, 1, {5}, vp},
+  tpuc_test_arg args[3] = {{TPUC_DTYPE_PRED, 1, {5}, vp},
                   {TPUC_DTYPE_S16, 1, {5}, va},
                   {TPUC_DTYPE_S16, 1, {5}, vb}};
   void* o[3];
-  TPUC_CHECK_OK(run_host(m, args, 3, o, 3));
+  TPUC_CHECK_OK(tpuc_test_run_module(m, args, 3, o, 3));
   tpuc_hlo_module_destroy(m);
   int bad = 0;
   for (int k = 0; k < 5; ++k) {
@@ -451,7 +403,7 @@ static void test_select_clamp(void) {
     int16_t c = va[k] < -3 ? -3 : va[k] > 4 ? 4 : va[k];
     bad += ((int16_t*)o[2])[k] != c;
   }
-  free_all(o, 3);
+  tpuc_test_free_all(o, 3);
   TPUC_CHECK(bad == 0);
 }
 

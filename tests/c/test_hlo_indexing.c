@@ -5,54 +5,6 @@
 #include "tpuc/hlo.h"
 #include "tpuc_test.h"
 
-/* ---- shared helpers (each test file is its own executable) ------------- */
-
-typedef struct {
-  tpuc_dtype dtype;
-  int rank;
-  int64_t dims[4];
-  const void* data;
-} harg;
-
-/* Prints `m`, runs it with host args and copies `nouts` results to
- * malloc'ed host memory (caller frees). Prints the module on failure. */
-static tpuc_status* run_host(tpuc_hlo_module* m, const harg* args, size_t n,
-                             void** outs, size_t nouts) {
-  char* text = NULL;
-  for (size_t j = 0; j < nouts; ++j) outs[j] = NULL;
-  TPUC_RETURN_IF_ERROR(tpuc_hlo_module_print(m, &text, NULL));
-  tpuc_buffer* in[16] = {0};
-  tpuc_buffer* out[64] = {0};
-  tpuc_status* st = NULL;
-  for (size_t i = 0; i < n && st == NULL; ++i) {
-    in[i] = tpuc_test_buffer(args[i].dtype, args[i].dims, args[i].rank,
-                             args[i].data);
-    if (in[i] == NULL) st = tpuc_status_make(TPUC_INTERNAL, "arg %zu", i);
-  }
-  if (st == NULL) st = tpuc_test_run(text, in, n, out, nouts);
-  for (size_t j = 0; j < nouts; ++j) {
-    if (st == NULL) {
-      outs[j] = tpuc_test_to_host(out[j]);
-      if (outs[j] == NULL) st = tpuc_status_make(TPUC_INTERNAL, "out %zu", j);
-    }
-    tpuc_buffer_release(out[j]);
-  }
-  for (size_t i = 0; i < n; ++i) tpuc_buffer_release(in[i]);
-  if (st != NULL) {
-    fprintf(stderr, "---- module ----\n%s", text);
-    for (size_t j = 0; j < nouts; ++j) {
-      free(outs[j]);
-      outs[j] = NULL;
-    }
-  }
-  free(text);
-  return st;
-}
-
-static void free_all(void** p, size_t n) {
-  for (size_t i = 0; i < n; ++i) free(p[i]);
-}
-
 static void test_gather(void) {
   /* table (5,3); row lookup with indices (4,1) -> (4,3); the same with
    * implicit index vector (indices (4), index_vector_dim = 1); and a 2-D
@@ -116,12 +68,12 @@ static void test_gather(void) {
   TPUC_CHECK_OK(tpuc_hlo_value_type(fn, y[3], &rt));
   TPUC_CHECK(rt.rank == 2 && rt.dims[0] == 2 && rt.dims[1] == 3);
   TPUC_CHECK_OK(tpuc_hlo_return(fn, y, 4));
-  harg args[6] = {
+  tpuc_test_arg args[6] = {
       {TPUC_DTYPE_F32, 2, {5, 3}, tab}, {TPUC_DTYPE_S32, 2, {4, 1}, rows},
       {TPUC_DTYPE_S32, 1, {4}, rows},   {TPUC_DTYPE_S64, 2, {2, 2}, pairs},
       {TPUC_DTYPE_F32, 2, {2, 5}, tab}, {TPUC_DTYPE_S32, 2, {2, 3}, bidx}};
   void* o[4];
-  TPUC_CHECK_OK(run_host(m, args, 6, o, 4));
+  TPUC_CHECK_OK(tpuc_test_run_module(m, args, 6, o, 4));
   tpuc_hlo_module_destroy(m);
   int bad = 0;
   for (int r = 0; r < 4; ++r)
@@ -141,7 +93,7 @@ static void test_gather(void) {
   for (int n = 0; n < 2; ++n)
     for (int j = 0; j < 3; ++j)
       bad += ((float*)o[3])[n * 3 + j] != tab[n * 5 + bidx[n * 3 + j]];
-  free_all(o, 4);
+  tpuc_test_free_all(o, 4);
   TPUC_CHECK(bad == 0);
 }
 
@@ -206,12 +158,12 @@ static void test_scatter(void) {
   tpuc_hlo_value ins[2] = {b, ib}, ups[2] = {u2, iu2};
   TPUC_CHECK_OK(tpuc_hlo_scatter(fn, ins, 2, i2, ups, &s, set, &y[1]));
   TPUC_CHECK_OK(tpuc_hlo_return(fn, y, 3));
-  harg args[6] = {
+  tpuc_test_arg args[6] = {
       {TPUC_DTYPE_F32, 2, {5, 3}, base}, {TPUC_DTYPE_S32, 2, {5, 3}, ibase},
       {TPUC_DTYPE_S32, 2, {3, 1}, idx},  {TPUC_DTYPE_S32, 1, {2}, idx2},
       {TPUC_DTYPE_F32, 2, {3, 3}, upd},  {TPUC_DTYPE_S32, 2, {3, 3}, iupd}};
   void* o[3];
-  TPUC_CHECK_OK(run_host(m, args, 6, o, 3));
+  TPUC_CHECK_OK(tpuc_test_run_module(m, args, 6, o, 3));
   tpuc_hlo_module_destroy(m);
   float w0[15], w1[15];
   int32_t w2[15];
@@ -228,7 +180,7 @@ static void test_scatter(void) {
   int bad = memcmp(o[0], w0, sizeof w0) != 0;
   bad += memcmp(o[1], w1, sizeof w1) != 0;
   bad += memcmp(o[2], w2, sizeof w2) != 0;
-  free_all(o, 3);
+  tpuc_test_free_all(o, 3);
   TPUC_CHECK(bad == 0);
 }
 

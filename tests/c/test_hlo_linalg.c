@@ -5,54 +5,6 @@
 #include "tpuc/hlo.h"
 #include "tpuc_test.h"
 
-/* ---- shared helpers (each test file is its own executable) ------------- */
-
-typedef struct {
-  tpuc_dtype dtype;
-  int rank;
-  int64_t dims[4];
-  const void* data;
-} harg;
-
-/* Prints `m`, runs it with host args and copies `nouts` results to
- * malloc'ed host memory (caller frees). Prints the module on failure. */
-static tpuc_status* run_host(tpuc_hlo_module* m, const harg* args, size_t n,
-                             void** outs, size_t nouts) {
-  char* text = NULL;
-  for (size_t j = 0; j < nouts; ++j) outs[j] = NULL;
-  TPUC_RETURN_IF_ERROR(tpuc_hlo_module_print(m, &text, NULL));
-  tpuc_buffer* in[16] = {0};
-  tpuc_buffer* out[64] = {0};
-  tpuc_status* st = NULL;
-  for (size_t i = 0; i < n && st == NULL; ++i) {
-    in[i] = tpuc_test_buffer(args[i].dtype, args[i].dims, args[i].rank,
-                             args[i].data);
-    if (in[i] == NULL) st = tpuc_status_make(TPUC_INTERNAL, "arg %zu", i);
-  }
-  if (st == NULL) st = tpuc_test_run(text, in, n, out, nouts);
-  for (size_t j = 0; j < nouts; ++j) {
-    if (st == NULL) {
-      outs[j] = tpuc_test_to_host(out[j]);
-      if (outs[j] == NULL) st = tpuc_status_make(TPUC_INTERNAL, "out %zu", j);
-    }
-    tpuc_buffer_release(out[j]);
-  }
-  for (size_t i = 0; i < n; ++i) tpuc_buffer_release(in[i]);
-  if (st != NULL) {
-    fprintf(stderr, "---- module ----\n%s", text);
-    for (size_t j = 0; j < nouts; ++j) {
-      free(outs[j]);
-      outs[j] = NULL;
-    }
-  }
-  free(text);
-  return st;
-}
-
-static void free_all(void** p, size_t n) {
-  for (size_t i = 0; i < n; ++i) free(p[i]);
-}
-
 static uint16_t f32_to_bf16(float f) {
   uint32_t u;
   memcpy(&u, &f, 4);
@@ -104,12 +56,12 @@ static void test_dot_general(void) {
   TPUC_CHECK_OK(tpuc_hlo_return(fn, y, 3));
   uint16_t h[8];
   for (int i = 0; i < 8; ++i) h[i] = f32_to_bf16((float)i * 0.5f);
-  harg args[4] = {{TPUC_DTYPE_F32, 3, {2, 3, 4}, a},
+  tpuc_test_arg args[4] = {{TPUC_DTYPE_F32, 3, {2, 3, 4}, a},
                   {TPUC_DTYPE_F32, 3, {2, 4, 5}, b},
                   {TPUC_DTYPE_F32, 2, {5, 4}, b},
                   {TPUC_DTYPE_BF16, 1, {8}, h}};
   void* o[3];
-  TPUC_CHECK_OK(run_host(m, args, 4, o, 3));
+  TPUC_CHECK_OK(tpuc_test_run_module(m, args, 4, o, 3));
   tpuc_hlo_module_destroy(m);
   int bad = 0;
   for (int n = 0; n < 2; ++n)
@@ -129,7 +81,7 @@ static void test_dot_general(void) {
   float s = 0;
   for (int i = 0; i < 8; ++i) s += (i * 0.5f) * (i * 0.5f);
   bad += fabsf(*(float*)o[2] - s) > 1e-3f;
-  free_all(o, 3);
+  tpuc_test_free_all(o, 3);
   TPUC_CHECK(bad == 0);
 }
 
@@ -194,10 +146,10 @@ static void test_convolution_nchw(void) {
    * cols: (6-1)*2+1 + 1 = 12, window 2 -> 11 */
   TPUC_CHECK(rt.dims[0] == 2 && rt.dims[1] == 6 && rt.dims[2] == 2 &&
              rt.dims[3] == 11);
-  harg args[2] = {{TPUC_DTYPE_F32, 4, {2, 4, 5, 6}, x},
+  tpuc_test_arg args[2] = {{TPUC_DTYPE_F32, 4, {2, 4, 5, 6}, x},
                   {TPUC_DTYPE_F32, 4, {6, 2, 3, 2}, k}};
   void* o;
-  TPUC_CHECK_OK(run_host(m, args, 2, &o, 1));
+  TPUC_CHECK_OK(tpuc_test_run_module(m, args, 2, &o, 1));
   tpuc_hlo_module_destroy(m);
   float want[2 * 6 * 2 * 11];
   host_conv(x, xd, k, kd, st, pad, ld, rd, 2, want, rt.dims);
@@ -255,12 +207,12 @@ static void test_convolution_layouts(void) {
   TPUC_CHECK_OK(tpuc_hlo_return(fn, y, 2));
   const float bx[6] = {1, 2, 3, 4, 5, 6};
   const float bk[8] = {1, 0, 0, 1, 1, 1, -1, 2};
-  harg args[4] = {{TPUC_DTYPE_F32, 4, {1, 3, 3, 2}, x},
+  tpuc_test_arg args[4] = {{TPUC_DTYPE_F32, 4, {1, 3, 3, 2}, x},
                   {TPUC_DTYPE_F32, 4, {2, 2, 2, 3}, k},
                   {TPUC_DTYPE_F32, 3, {2, 1, 3}, bx},
                   {TPUC_DTYPE_F32, 3, {4, 1, 2}, bk}};
   void* o[2];
-  TPUC_CHECK_OK(run_host(m, args, 4, o, 2));
+  TPUC_CHECK_OK(tpuc_test_run_module(m, args, 4, o, 2));
   tpuc_hlo_module_destroy(m);
   int bad = 0;
   for (int r = 0; r < 2; ++r)
@@ -280,7 +232,7 @@ static void test_convolution_layouts(void) {
       float s = bx[n * 3 + w] * bk[oc * 2] + bx[n * 3 + w + 1] * bk[oc * 2 + 1];
       bad += fabsf(((float*)o[1])[oc * 2 + w] - s) > 1e-4f;
     }
-  free_all(o, 2);
+  tpuc_test_free_all(o, 2);
   TPUC_CHECK(bad == 0);
 }
 

@@ -5,50 +5,6 @@
 #include "tpuc/hlo.h"
 #include "tpuc_test.h"
 
-/* ---- shared helpers (each test file is its own executable) ------------- */
-
-typedef struct {
-  tpuc_dtype dtype;
-  int rank;
-  int64_t dims[4];
-  const void* data;
-} harg;
-
-/* Prints `m`, runs it with host args and copies `nouts` results to
- * malloc'ed host memory (caller frees). Prints the module on failure. */
-static tpuc_status* run_host(tpuc_hlo_module* m, const harg* args, size_t n,
-                             void** outs, size_t nouts) {
-  char* text = NULL;
-  for (size_t j = 0; j < nouts; ++j) outs[j] = NULL;
-  TPUC_RETURN_IF_ERROR(tpuc_hlo_module_print(m, &text, NULL));
-  tpuc_buffer* in[16] = {0};
-  tpuc_buffer* out[64] = {0};
-  tpuc_status* st = NULL;
-  for (size_t i = 0; i < n && st == NULL; ++i) {
-    in[i] = tpuc_test_buffer(args[i].dtype, args[i].dims, args[i].rank,
-                             args[i].data);
-    if (in[i] == NULL) st = tpuc_status_make(TPUC_INTERNAL, "arg %zu", i);
-  }
-  if (st == NULL) st = tpuc_test_run(text, in, n, out, nouts);
-  for (size_t j = 0; j < nouts; ++j) {
-    if (st == NULL) {
-      outs[j] = tpuc_test_to_host(out[j]);
-      if (outs[j] == NULL) st = tpuc_status_make(TPUC_INTERNAL, "out %zu", j);
-    }
-    tpuc_buffer_release(out[j]);
-  }
-  for (size_t i = 0; i < n; ++i) tpuc_buffer_release(in[i]);
-  if (st != NULL) {
-    fprintf(stderr, "---- module ----\n%s", text);
-    for (size_t j = 0; j < nouts; ++j) {
-      free(outs[j]);
-      outs[j] = NULL;
-    }
-  }
-  free(text);
-  return st;
-}
-
 static void test_print_exact(void) {
   tpuc_hlo_module* m;
   tpuc_hlo_fn* fn;
@@ -98,9 +54,9 @@ static void test_print_exact(void) {
   if (alias != 0) tpuc_hlo_module_destroy(m);
   TPUC_CHECK(alias == 0);
   const float v[2] = {1, 2};
-  harg a = {TPUC_DTYPE_F32, 1, {2}, v};
+  tpuc_test_arg a = {TPUC_DTYPE_F32, 1, {2}, v};
   void* o;
-  st = run_host(m, &a, 1, &o, 1);
+  st = tpuc_test_run_module(m, &a, 1, &o, 1);
   tpuc_hlo_module_destroy(m);
   TPUC_CHECK_OK(st);
   int bad = ((float*)o)[0] != 2 || ((float*)o)[1] != 3;
@@ -155,9 +111,9 @@ static void test_nested_regions(void) {
   if (!nested) tpuc_hlo_module_destroy(m);
   TPUC_CHECK(nested);
   const float v[3] = {1.5f, 2, -4};
-  harg arg = {TPUC_DTYPE_F32, 1, {3}, v};
+  tpuc_test_arg arg = {TPUC_DTYPE_F32, 1, {3}, v};
   void* o;
-  tpuc_status* st = run_host(m, &arg, 1, &o, 1);
+  tpuc_status* st = tpuc_test_run_module(m, &arg, 1, &o, 1);
   tpuc_hlo_module_destroy(m);
   TPUC_CHECK_OK(st);
   int bad = *(float*)o != -0.5f;
@@ -246,9 +202,9 @@ static void test_long_chain(void) {
   }
   TPUC_CHECK_OK(tpuc_hlo_return(fn, &y, 1));
   const int64_t v = 5;
-  harg a = {TPUC_DTYPE_S64, 0, {0}, &v};
+  tpuc_test_arg a = {TPUC_DTYPE_S64, 0, {0}, &v};
   void* o;
-  tpuc_status* st = run_host(m, &a, 1, &o, 1);
+  tpuc_status* st = tpuc_test_run_module(m, &a, 1, &o, 1);
   tpuc_hlo_module_destroy(m);
   TPUC_CHECK_OK(st);
   int bad = *(int64_t*)o != 5 + 199 * 200 / 2;

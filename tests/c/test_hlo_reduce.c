@@ -6,54 +6,6 @@
 #include "tpuc/hlo.h"
 #include "tpuc_test.h"
 
-/* ---- shared helpers (each test file is its own executable) ------------- */
-
-typedef struct {
-  tpuc_dtype dtype;
-  int rank;
-  int64_t dims[4];
-  const void* data;
-} harg;
-
-/* Prints `m`, runs it with host args and copies `nouts` results to
- * malloc'ed host memory (caller frees). Prints the module on failure. */
-static tpuc_status* run_host(tpuc_hlo_module* m, const harg* args, size_t n,
-                             void** outs, size_t nouts) {
-  char* text = NULL;
-  for (size_t j = 0; j < nouts; ++j) outs[j] = NULL;
-  TPUC_RETURN_IF_ERROR(tpuc_hlo_module_print(m, &text, NULL));
-  tpuc_buffer* in[16] = {0};
-  tpuc_buffer* out[64] = {0};
-  tpuc_status* st = NULL;
-  for (size_t i = 0; i < n && st == NULL; ++i) {
-    in[i] = tpuc_test_buffer(args[i].dtype, args[i].dims, args[i].rank,
-                             args[i].data);
-    if (in[i] == NULL) st = tpuc_status_make(TPUC_INTERNAL, "arg %zu", i);
-  }
-  if (st == NULL) st = tpuc_test_run(text, in, n, out, nouts);
-  for (size_t j = 0; j < nouts; ++j) {
-    if (st == NULL) {
-      outs[j] = tpuc_test_to_host(out[j]);
-      if (outs[j] == NULL) st = tpuc_status_make(TPUC_INTERNAL, "out %zu", j);
-    }
-    tpuc_buffer_release(out[j]);
-  }
-  for (size_t i = 0; i < n; ++i) tpuc_buffer_release(in[i]);
-  if (st != NULL) {
-    fprintf(stderr, "---- module ----\n%s", text);
-    for (size_t j = 0; j < nouts; ++j) {
-      free(outs[j]);
-      outs[j] = NULL;
-    }
-  }
-  free(text);
-  return st;
-}
-
-static void free_all(void** p, size_t n) {
-  for (size_t i = 0; i < n; ++i) free(p[i]);
-}
-
 static float g_x[12]; /* 3x4 */
 
 static void fill(void) {
@@ -117,9 +69,9 @@ static void test_reduce_sum_and_argmax(void) {
   TPUC_CHECK(strstr(text, "\"stablehlo.return\"(") != NULL);
   TPUC_CHECK(strstr(text, "dimensions = array<i64: 0, 1>") != NULL);
   free(text);
-  harg a = {TPUC_DTYPE_F32, 2, {3, 4}, g_x};
+  tpuc_test_arg a = {TPUC_DTYPE_F32, 2, {3, 4}, g_x};
   void* o[4];
-  TPUC_CHECK_OK(run_host(m, &a, 1, o, 4));
+  TPUC_CHECK_OK(tpuc_test_run_module(m, &a, 1, o, 4));
   tpuc_hlo_module_destroy(m);
   int bad = 0;
   float total = 0;
@@ -137,7 +89,7 @@ static void test_reduce_sum_and_argmax(void) {
     bad += ((float*)o[2])[j] != g_x[best * 4 + j];
     bad += ((int32_t*)o[3])[j] != best;
   }
-  free_all(o, 4);
+  tpuc_test_free_all(o, 4);
   TPUC_CHECK(bad == 0);
 }
 
@@ -183,9 +135,9 @@ static void test_reduce_window(void) {
     tpuc_hlo_type rt;
     TPUC_CHECK_OK(tpuc_hlo_value_type(fn, y, &rt));
     TPUC_CHECK_OK(tpuc_hlo_return(fn, &y, 1));
-    harg a = {TPUC_DTYPE_F32, 2, {3, 4}, g_x};
+    tpuc_test_arg a = {TPUC_DTYPE_F32, 2, {3, 4}, g_x};
     void* o;
-    TPUC_CHECK_OK(run_host(m, &a, 1, &o, 1));
+    TPUC_CHECK_OK(tpuc_test_run_module(m, &a, 1, &o, 1));
     tpuc_hlo_module_destroy(m);
     /* expected shape */
     int64_t oh = ((3 - 1) * b[0] + 1 + 1 - ((2 - 1) * w[0] + 1)) / 1 + 1;
@@ -232,10 +184,10 @@ static void test_select_and_scatter(void) {
   tpuc_hlo_window w = {(int64_t[]){2, 2}, (int64_t[]){2, 2}, NULL, NULL, NULL};
   TPUC_CHECK_OK(tpuc_hlo_select_and_scatter(fn, vx, vs, zero, &w, sel, sc, &y));
   TPUC_CHECK_OK(tpuc_hlo_return(fn, &y, 1));
-  harg args[2] = {{TPUC_DTYPE_F32, 2, {4, 4}, x},
+  tpuc_test_arg args[2] = {{TPUC_DTYPE_F32, 2, {4, 4}, x},
                   {TPUC_DTYPE_F32, 2, {2, 2}, src}};
   void* o;
-  TPUC_CHECK_OK(run_host(m, args, 2, &o, 1));
+  TPUC_CHECK_OK(tpuc_test_run_module(m, args, 2, &o, 1));
   tpuc_hlo_module_destroy(m);
   float want[16] = {0};
   for (int r = 0; r < 2; ++r)
@@ -271,16 +223,16 @@ static void test_sort(void) {
   TPUC_CHECK_OK(tpuc_hlo_region_compare(m, dts, 2, TPUC_HLO_GT, &cmp));
   TPUC_CHECK_OK(tpuc_hlo_sort(fn, in, 2, -1, true, cmp, out));
   TPUC_CHECK_OK(tpuc_hlo_return(fn, out, 2));
-  harg a[2] = {{TPUC_DTYPE_S32, 2, {2, 5}, keys},
+  tpuc_test_arg a[2] = {{TPUC_DTYPE_S32, 2, {2, 5}, keys},
                {TPUC_DTYPE_U16, 2, {2, 5}, vals}};
   void* o[2];
-  TPUC_CHECK_OK(run_host(m, a, 2, o, 2));
+  TPUC_CHECK_OK(tpuc_test_run_module(m, a, 2, o, 2));
   tpuc_hlo_module_destroy(m);
   const int32_t wk[10] = {3, 3, 2, 1, 1, 7, 7, 2, 0, -5};
   const uint16_t wv[10] = {0, 2, 3, 1, 4, 7, 8, 9, 5, 6};
   int bad = memcmp(o[0], wk, sizeof wk) != 0;
   bad += memcmp(o[1], wv, sizeof wv) != 0;
-  free_all(o, 2);
+  tpuc_test_free_all(o, 2);
   TPUC_CHECK(bad == 0);
 }
 

@@ -6,54 +6,6 @@
 #include "tpuc/hlo.h"
 #include "tpuc_test.h"
 
-/* ---- shared helpers (each test file is its own executable) ------------- */
-
-typedef struct {
-  tpuc_dtype dtype;
-  int rank;
-  int64_t dims[4];
-  const void* data;
-} harg;
-
-/* Prints `m`, runs it with host args and copies `nouts` results to
- * malloc'ed host memory (caller frees). Prints the module on failure. */
-static tpuc_status* run_host(tpuc_hlo_module* m, const harg* args, size_t n,
-                             void** outs, size_t nouts) {
-  char* text = NULL;
-  for (size_t j = 0; j < nouts; ++j) outs[j] = NULL;
-  TPUC_RETURN_IF_ERROR(tpuc_hlo_module_print(m, &text, NULL));
-  tpuc_buffer* in[16] = {0};
-  tpuc_buffer* out[64] = {0};
-  tpuc_status* st = NULL;
-  for (size_t i = 0; i < n && st == NULL; ++i) {
-    in[i] = tpuc_test_buffer(args[i].dtype, args[i].dims, args[i].rank,
-                             args[i].data);
-    if (in[i] == NULL) st = tpuc_status_make(TPUC_INTERNAL, "arg %zu", i);
-  }
-  if (st == NULL) st = tpuc_test_run(text, in, n, out, nouts);
-  for (size_t j = 0; j < nouts; ++j) {
-    if (st == NULL) {
-      outs[j] = tpuc_test_to_host(out[j]);
-      if (outs[j] == NULL) st = tpuc_status_make(TPUC_INTERNAL, "out %zu", j);
-    }
-    tpuc_buffer_release(out[j]);
-  }
-  for (size_t i = 0; i < n; ++i) tpuc_buffer_release(in[i]);
-  if (st != NULL) {
-    fprintf(stderr, "---- module ----\n%s", text);
-    for (size_t j = 0; j < nouts; ++j) {
-      free(outs[j]);
-      outs[j] = NULL;
-    }
-  }
-  free(text);
-  return st;
-}
-
-static void free_all(void** p, size_t n) {
-  for (size_t i = 0; i < n; ++i) free(p[i]);
-}
-
 /* A module over one f32 argument of `dims`; returns fn and the arg. */
 static tpuc_status* begin(tpuc_hlo_module** m, tpuc_hlo_fn** fn,
                           tpuc_dtype dtype, const int64_t* dims, int rank,
@@ -97,7 +49,7 @@ static void test_constants_and_iota(void) {
   TPUC_CHECK_OK(tpuc_hlo_constant_splat(fn, &tu, &ub, &y[8]));
   TPUC_CHECK_OK(tpuc_hlo_return(fn, y, 9));
   void* o[9];
-  TPUC_CHECK_OK(run_host(m, NULL, 0, o, 9));
+  TPUC_CHECK_OK(tpuc_test_run_module(m, NULL, 0, o, 9));
   tpuc_hlo_module_destroy(m);
   int bad = memcmp(o[0], vf, sizeof vf) != 0;
   bad += memcmp(o[1], vb, sizeof vb) != 0;
@@ -109,7 +61,7 @@ static void test_constants_and_iota(void) {
   }
   bad += *(uint64_t*)o[6] != (uint64_t)INT64_MAX;
   bad += *(uint16_t*)o[7] != 0xC100; /* -2.5 in f16 */
-  free_all(o, 9);
+  tpuc_test_free_all(o, 9);
   TPUC_CHECK(bad == 0);
 }
 
@@ -131,9 +83,9 @@ static void test_broadcast_reshape_transpose(void) {
   TPUC_CHECK_OK(tpuc_hlo_broadcast_in_dim(fn, row, (int64_t[]){3, 4, 2}, 3,
                                           (int64_t[]){1}, &y[2]));
   TPUC_CHECK_OK(tpuc_hlo_return(fn, y, 3));
-  harg a = {TPUC_DTYPE_F32, 3, {2, 3, 4}, g_x24};
+  tpuc_test_arg a = {TPUC_DTYPE_F32, 3, {2, 3, 4}, g_x24};
   void* o[3];
-  TPUC_CHECK_OK(run_host(m, &a, 1, o, 3));
+  TPUC_CHECK_OK(tpuc_test_run_module(m, &a, 1, o, 3));
   tpuc_hlo_module_destroy(m);
   int bad = 0;
   for (int k = 0; k < 4; ++k)
@@ -147,7 +99,7 @@ static void test_broadcast_reshape_transpose(void) {
       for (int j = 0; j < 2; ++j)
         bad +=
             ((float*)o[2])[(i * 4 + k) * 2 + j] != g_x24[(1 * 3 + 2) * 4 + k];
-  free_all(o, 3);
+  tpuc_test_free_all(o, 3);
   TPUC_CHECK(bad == 0);
 }
 
@@ -172,9 +124,9 @@ static void test_slice_reverse_concat(void) {
   TPUC_CHECK_OK(tpuc_hlo_value_type(fn, y[2], &t));
   TPUC_CHECK(t.rank == 3 && t.dims[1] == 9);
   TPUC_CHECK_OK(tpuc_hlo_return(fn, y, 3));
-  harg a = {TPUC_DTYPE_F32, 3, {2, 3, 4}, g_x24};
+  tpuc_test_arg a = {TPUC_DTYPE_F32, 3, {2, 3, 4}, g_x24};
   void* o[3];
-  TPUC_CHECK_OK(run_host(m, &a, 1, o, 3));
+  TPUC_CHECK_OK(tpuc_test_run_module(m, &a, 1, o, 3));
   tpuc_hlo_module_destroy(m);
   int bad = 0;
   for (int i = 0; i < 2; ++i)
@@ -195,7 +147,7 @@ static void test_slice_reverse_concat(void) {
         bad +=
             ((float*)o[2])[(i * 9 + j) * 4 + k] != src[(i * 3 + j % 3) * 4 + k];
       }
-  free_all(o, 3);
+  tpuc_test_free_all(o, 3);
   TPUC_CHECK(bad == 0);
 }
 
@@ -220,15 +172,15 @@ static void test_pad(void) {
   TPUC_CHECK(t.dims[0] == 1 && t.dims[1] == 8);
   TPUC_CHECK_OK(tpuc_hlo_return(fn, y, 2));
   const int32_t v[4] = {1, 2, 3, 4}, v2[6] = {1, 2, 3, 4, 5, 6};
-  harg a[2] = {{TPUC_DTYPE_S32, 1, {4}, v}, {TPUC_DTYPE_S32, 2, {2, 3}, v2}};
+  tpuc_test_arg a[2] = {{TPUC_DTYPE_S32, 1, {4}, v}, {TPUC_DTYPE_S32, 2, {2, 3}, v2}};
   void* o[2];
-  TPUC_CHECK_OK(run_host(m, a, 2, o, 2));
+  TPUC_CHECK_OK(tpuc_test_run_module(m, a, 2, o, 2));
   tpuc_hlo_module_destroy(m);
   const int32_t w0[8] = {-9, -9, 1, -9, 2, -9, 3, -9};
   const int32_t w1[8] = {-9, 4, -9, -9, 5, -9, -9, 6};
   int bad = memcmp(o[0], w0, sizeof w0) != 0;
   bad += memcmp(o[1], w1, sizeof w1) != 0;
-  free_all(o, 2);
+  tpuc_test_free_all(o, 2);
   TPUC_CHECK(bad == 0);
 }
 
@@ -251,13 +203,13 @@ static void test_dynamic_slices(void) {
    * to 4 - 2 = 2 for the update */
   const int32_t i0 = 1, i1 = 1, i2 = 3;
   const float u[4] = {100, 101, 102, 103};
-  harg a[5] = {{TPUC_DTYPE_F32, 3, {2, 3, 4}, g_x24},
+  tpuc_test_arg a[5] = {{TPUC_DTYPE_F32, 3, {2, 3, 4}, g_x24},
                {TPUC_DTYPE_F32, 3, {1, 2, 2}, u},
                {TPUC_DTYPE_S32, 0, {0}, &i0},
                {TPUC_DTYPE_S32, 0, {0}, &i1},
                {TPUC_DTYPE_S32, 0, {0}, &i2}};
   void* o[2];
-  TPUC_CHECK_OK(run_host(m, a, 5, o, 2));
+  TPUC_CHECK_OK(tpuc_test_run_module(m, a, 5, o, 2));
   tpuc_hlo_module_destroy(m);
   int bad = 0;
   for (int j = 0; j < 2; ++j)
@@ -268,7 +220,7 @@ static void test_dynamic_slices(void) {
   for (int j = 0; j < 2; ++j)
     for (int k = 0; k < 2; ++k) w[(1 * 3 + 1 + j) * 4 + 2 + k] = u[j * 2 + k];
   bad += memcmp(o[1], w, sizeof w) != 0;
-  free_all(o, 2);
+  tpuc_test_free_all(o, 2);
   TPUC_CHECK(bad == 0);
 }
 

@@ -83,6 +83,43 @@ void* tpuc_test_to_host(tpuc_buffer* b) {
   return p;
 }
 
+tpuc_status* tpuc_test_run_module(tpuc_hlo_module* m, const tpuc_test_arg* args,
+                                  size_t n, void** outs, size_t nouts) {
+  char* text = NULL;
+  for (size_t j = 0; j < nouts; ++j) outs[j] = NULL;
+  TPUC_RETURN_IF_ERROR(tpuc_hlo_module_print(m, &text, NULL));
+  tpuc_buffer* in[16] = {0};
+  tpuc_buffer* out[64] = {0};
+  tpuc_status* st = NULL;
+  for (size_t i = 0; i < n && st == NULL; ++i) {
+    in[i] = tpuc_test_buffer(args[i].dtype, args[i].dims, args[i].rank,
+                             args[i].data);
+    if (in[i] == NULL) st = tpuc_status_make(TPUC_INTERNAL, "arg %zu", i);
+  }
+  if (st == NULL) st = tpuc_test_run(text, in, n, out, nouts);
+  for (size_t j = 0; j < nouts; ++j) {
+    if (st == NULL) {
+      outs[j] = tpuc_test_to_host(out[j]);
+      if (outs[j] == NULL) st = tpuc_status_make(TPUC_INTERNAL, "out %zu", j);
+    }
+    tpuc_buffer_release(out[j]);
+  }
+  for (size_t i = 0; i < n; ++i) tpuc_buffer_release(in[i]);
+  if (st != NULL) {
+    fprintf(stderr, "---- module ----\n%s", text);
+    for (size_t j = 0; j < nouts; ++j) {
+      free(outs[j]);
+      outs[j] = NULL;
+    }
+  }
+  free(text);
+  return st;
+}
+
+void tpuc_test_free_all(void** p, size_t n) {
+  for (size_t i = 0; i < n; ++i) free(p[i]);
+}
+
 int tpuc_test_run_all(const char* file, const tpuc_test_case* cases,
                       size_t n) {
   size_t failed = 0, skipped = 0;

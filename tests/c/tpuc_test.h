@@ -104,6 +104,21 @@ tpuc_buffer* tpuc_test_buffer(tpuc_dtype dtype, const int64_t* dims, int rank,
 /* Copies a buffer to freshly malloc'ed host memory (NULL on failure). */
 void* tpuc_test_to_host(tpuc_buffer* buffer);
 
+/* A host array given to tpuc_test_run_module. */
+typedef struct tpuc_test_arg {
+  tpuc_dtype dtype;
+  int rank;
+  int64_t dims[4];
+  const void* data;
+} tpuc_test_arg;
+
+/* Prints `m`, runs it on device 0 with host arguments and copies `nouts`
+ * results to malloc'ed host memory (caller frees, e.g. with
+ * tpuc_test_free_all). Prints the module on failure. */
+tpuc_status* tpuc_test_run_module(tpuc_hlo_module* m, const tpuc_test_arg* args,
+                                  size_t n, void** outs, size_t nouts);
+void tpuc_test_free_all(void** p, size_t n);
+
 int tpuc_test_run_all(const char* file, const tpuc_test_case* cases,
                       size_t n);
 
