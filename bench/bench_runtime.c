@@ -113,7 +113,8 @@ int main(void) {
     double t0 = now();
     die(tpuc_compile(c, text, strlen(text), NULL, &e, &src), "cold compile");
     cold[i] = (now() - t0) * 1e3;
-    if (src != TPUC_CACHE_COMPILED) die(tpuc_status_make(TPUC_INTERNAL, "cold compile was a hit"), "cold");
+    if (src != TPUC_CACHE_COMPILED)
+      die(tpuc_status_make(TPUC_INTERNAL, "cold compile was a hit"), "cold");
     tpuc_executable_release(e);
     free(text);
   }
@@ -124,9 +125,13 @@ int main(void) {
     tpuc_executable* e = NULL;
     tpuc_cache_source src;
     double t0 = now();
-    die(tpuc_compile(c, text, strlen(text), NULL, &e, &src), "disk-hit compile");
+    die(tpuc_compile(c, text, strlen(text), NULL, &e, &src),
+        "disk-hit compile");
     disk[i] = (now() - t0) * 1e3;
-    if (src != TPUC_CACHE_DISK) die(tpuc_status_make(TPUC_INTERNAL, "expected a disk hit (got %d)", (int)src), "disk");
+    if (src != TPUC_CACHE_DISK)
+      die(tpuc_status_make(TPUC_INTERNAL, "expected a disk hit (got %d)",
+                           (int)src),
+          "disk");
     tpuc_executable_release(e);
     free(text);
   }
@@ -200,7 +205,8 @@ int main(void) {
     size_t bytes = (size_t)sizes_mib[s] << 20;
     unsigned char* host = malloc(bytes);
     unsigned char* back = malloc(bytes);
-    if (!host || !back) die(tpuc_status_make(TPUC_RESOURCE_EXHAUSTED, "host memory"), "alloc");
+    if (!host || !back)
+      die(tpuc_status_make(TPUC_RESOURCE_EXHAUSTED, "host memory"), "alloc");
     memset(host, 1, bytes);
     memset(back, 0, bytes);
     int64_t n[1] = {(int64_t)(bytes / 4)};
@@ -208,7 +214,8 @@ int main(void) {
     for (int rep = 0; rep < 5; rep++) {
       tpuc_buffer* b = NULL;
       double t = now();
-      die(tpuc_buffer_from_host(c, 0, TPUC_DTYPE_F32, n, 1, host, NULL, &b), "h2d");
+      die(tpuc_buffer_from_host(c, 0, TPUC_DTYPE_F32, n, 1, host, NULL, &b),
+          "h2d");
       tpuc_event* ev = NULL;
       die(tpuc_buffer_ready_event(b, &ev), "ready");
       die(tpuc_event_await(ev), "await");
@@ -236,12 +243,15 @@ int main(void) {
   char path[1024];
   snprintf(path, sizeof path, "%s/runtime.json", dir);
   FILE* f = fopen(path, "w");
-  if (f == NULL) die(tpuc_status_make(TPUC_PERMISSION_DENIED, "cannot write %s", path), "json");
+  if (f == NULL)
+    die(tpuc_status_make(TPUC_PERMISSION_DENIED, "cannot write %s", path),
+        "json");
   char plugin_desc[1024], device_desc[512];
-  snprintf(plugin_desc, sizeof plugin_desc, "%s (%s, PJRT C API %d.%d, StableHLO %d.%d.%d)",
-           info.package[0] ? info.package : info.path, info.path, info.api_major,
-           info.api_minor, info.stablehlo_current[0], info.stablehlo_current[1],
-           info.stablehlo_current[2]);
+  snprintf(plugin_desc, sizeof plugin_desc,
+           "%s (%s, PJRT C API %d.%d, StableHLO %d.%d.%d)",
+           info.package[0] ? info.package : info.path, info.path,
+           info.api_major, info.api_minor, info.stablehlo_current[0],
+           info.stablehlo_current[1], info.stablehlo_current[2]);
   snprintf(device_desc, sizeof device_desc, "%s %s: %s", platform, pversion,
            dev.kind);
   time_t tnow = time(NULL);
@@ -259,20 +269,23 @@ int main(void) {
   fprintf(f, "  \"execute_e2e_us\": %.3f,\n", execute_e2e_us);
   fprintf(f, "  \"compile_cold_ms\": %.3f,\n", compile_cold_ms);
   fprintf(f, "  \"compile_disk_hit_ms\": %.3f,\n", compile_disk_ms);
-  fprintf(f, "  \"compile_disk_hit_ratio\": %.4f,\n", compile_disk_ms / compile_cold_ms);
+  fprintf(f, "  \"compile_disk_hit_ratio\": %.4f,\n",
+          compile_disk_ms / compile_cold_ms);
   for (int s = 0; s < NS; s++)
     fprintf(f, "  \"h2d_gbps_%dmib\": %.3f,\n  \"d2h_gbps_%dmib\": %.3f,\n",
             sizes_mib[s], h2d[s], sizes_mib[s], d2h[s]);
-  fprintf(f, "  \"targets\": {\"cache_hit_us_max\": 2, \"enqueue_us_max\": 15, "
-             "\"compile_disk_hit_ratio_max\": 0.1}\n}\n");
+  fprintf(f,
+          "  \"targets\": {\"cache_hit_us_max\": 2, \"enqueue_us_max\": 15, "
+          "\"compile_disk_hit_ratio_max\": 0.1}\n}\n");
   fclose(f);
   printf("bench_runtime (%s; %s)\n", machine, plugin_desc);
   printf("  cache hit (memory)    %10.3f us   (target < 2)\n", cache_hit_us);
   printf("  enqueue, cached op    %10.3f us   (target < 15)\n", enqueue_us);
   printf("  execute end-to-end    %10.3f us\n", execute_e2e_us);
   printf("  compile cold          %10.3f ms\n", compile_cold_ms);
-  printf("  compile disk hit      %10.3f ms   (%.1f%% of cold; target < 10%%)\n",
-         compile_disk_ms, 100 * compile_disk_ms / compile_cold_ms);
+  printf(
+      "  compile disk hit      %10.3f ms   (%.1f%% of cold; target < 10%%)\n",
+      compile_disk_ms, 100 * compile_disk_ms / compile_cold_ms);
   for (int s = 0; s < NS; s++)
     printf("  %4d MiB  h2d %7.2f GB/s   d2h %7.2f GB/s\n", sizes_mib[s], h2d[s],
            d2h[s]);

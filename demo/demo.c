@@ -52,8 +52,9 @@ int main(void) {
   TRY(tpuc_plugin_load(NULL, NULL, 0, &plugin), "loading a PJRT plugin");
   tpuc_plugin_info info;
   TRY(tpuc_plugin_get_info(plugin, &info), "plugin info");
-  printf("plugin:   %s %s (%s)\n", info.package[0] ? info.package : "(explicit)",
-         info.package_version, info.path);
+  printf("plugin:   %s %s (%s)\n",
+         info.package[0] ? info.package : "(explicit)", info.package_version,
+         info.path);
   printf("          PJRT C API %d.%d, StableHLO %d.%d.%d (minimum %d.%d.%d)\n",
          info.api_major, info.api_minor, info.stablehlo_current[0],
          info.stablehlo_current[1], info.stablehlo_current[2],
@@ -102,8 +103,9 @@ int main(void) {
     TRY(tpuc_buffer_to_host(by, y, sizeof y), "reading the result");
     double err = 0;
     for (int i = 0; i < M * N; i++) err = fmax(err, fabs(y[i] - want[i]));
-    printf("device %d: y[0,:] = [%.5f %.5f %.5f %.5f]  max |y - host| = %.2e %s\n",
-           d, y[0], y[1], y[2], y[3], err, err < 1e-5 ? "OK" : "MISMATCH");
+    printf(
+        "device %d: y[0,:] = [%.5f %.5f %.5f %.5f]  max |y - host| = %.2e %s\n",
+        d, y[0], y[1], y[2], y[3], err, err < 1e-5 ? "OK" : "MISMATCH");
     bad |= err >= 1e-5;
     tpuc_buffer_release(bx);
     tpuc_buffer_release(bw);
@@ -112,9 +114,11 @@ int main(void) {
   tpuc_executable_release(exe);
   tpuc_cache_stats s;
   TRY(tpuc_cache_get_stats(c, &s), "cache stats");
-  printf("cache:    %llu compiled (%.1f ms), %llu disk hit(s), %llu memory hit(s)\n",
-         (unsigned long long)s.misses, s.compile_seconds * 1e3,
-         (unsigned long long)s.disk_hits, (unsigned long long)s.memory_hits);
+  printf(
+      "cache:    %llu compiled (%.1f ms), %llu disk hit(s), %llu memory "
+      "hit(s)\n",
+      (unsigned long long)s.misses, s.compile_seconds * 1e3,
+      (unsigned long long)s.disk_hits, (unsigned long long)s.memory_hits);
   tpuc_client_destroy(c);
   printf("%s\n", bad ? "FAILED" : "demo OK");
   return bad;

@@ -42,21 +42,21 @@ tpuc_status* tpuc_client_plugin(tpuc_client* client, tpuc_plugin** plugin);
 tpuc_status* tpuc_client_device_count(tpuc_client* client, int* count);
 
 typedef struct tpuc_device_info {
-  int index;            /* position among addressable devices */
-  int id;               /* PJRT global device id */
+  int index; /* position among addressable devices */
+  int id;    /* PJRT global device id */
   int local_hardware_id;
-  const char* kind;     /* e.g. "cpu", "NVIDIA H200"; lives with the client */
+  const char* kind; /* e.g. "cpu", "NVIDIA H200"; lives with the client */
   const char* description; /* plugin's ToString */
 } tpuc_device_info;
 tpuc_status* tpuc_client_device_info(tpuc_client* client, int device,
                                      tpuc_device_info* out);
 
 typedef struct tpuc_memory_stats {
-  bool available;        /* false: the plugin does not report statistics */
+  bool available; /* false: the plugin does not report statistics */
   int64_t bytes_in_use;
   int64_t peak_bytes_in_use;
-  int64_t bytes_limit;   /* -1 if unknown */
-  int64_t num_allocs;    /* -1 if unknown */
+  int64_t bytes_limit; /* -1 if unknown */
+  int64_t num_allocs;  /* -1 if unknown */
 } tpuc_memory_stats;
 /* Plugins without memory statistics give available=false, not an error. */
 tpuc_status* tpuc_client_memory_stats(tpuc_client* client, int device,

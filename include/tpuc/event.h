@@ -21,8 +21,7 @@ tpuc_status* tpuc_event_is_ready(tpuc_event* event, bool* ready);
  * or immediately on this one. The callback owns `status` (NULL on success). */
 typedef void (*tpuc_event_callback)(tpuc_status* status, void* user_data);
 tpuc_status* tpuc_event_on_ready(tpuc_event* event,
-                                 tpuc_event_callback callback,
-                                 void* user_data);
+                                 tpuc_event_callback callback, void* user_data);
 
 /* Releases the event. Safe while the work is still running. */
 void tpuc_event_destroy(tpuc_event* event);

@@ -74,7 +74,7 @@ tpuc_status* tpuc_execute(tpuc_executable* exe, int device,
 typedef struct tpuc_cache_stats {
   uint64_t memory_hits;
   uint64_t disk_hits;
-  uint64_t misses;        /* compiled */
+  uint64_t misses; /* compiled */
   uint64_t disk_writes;
   uint64_t disk_corrupt;  /* corrupt or truncated entries found and replaced */
   double compile_seconds; /* total time spent compiling (misses) */

@@ -35,11 +35,11 @@ typedef enum tpuc_plugin_kind {
 } tpuc_plugin_kind;
 
 typedef struct tpuc_plugin_info {
-  const char* path;         /* absolute path of the shared object */
-  const char* package;      /* PyPI package it came from, or "" */
+  const char* path;            /* absolute path of the shared object */
+  const char* package;         /* PyPI package it came from, or "" */
   const char* package_version; /* that package's version, or "" */
   tpuc_plugin_kind kind;
-  int api_major;            /* PJRT C API version the plugin implements */
+  int api_major; /* PJRT C API version the plugin implements */
   int api_minor;
   size_t api_struct_size;   /* sizeof the plugin's PJRT_Api */
   const char* xla_version;  /* plugin attribute, "" if absent */

@@ -37,8 +37,7 @@ typedef struct tpuc_status tpuc_status;
  * non-OK code (falls back to a static out-of-memory status). */
 tpuc_status* tpuc_status_make(tpuc_code code, const char* fmt, ...)
     __attribute__((format(printf, 2, 3)));
-tpuc_status* tpuc_status_makev(tpuc_code code, const char* fmt,
-                               va_list ap);
+tpuc_status* tpuc_status_makev(tpuc_code code, const char* fmt, va_list ap);
 /* Prefixes context to an existing status ("context: message"); returns it.
  * NULL in, NULL out. */
 tpuc_status* tpuc_status_annotate(tpuc_status* status, const char* fmt, ...)
@@ -51,9 +50,9 @@ const char* tpuc_status_message(const tpuc_status* status);
 const char* tpuc_status_code_name(tpuc_code code);
 void tpuc_status_free(tpuc_status* status);
 
-#define TPUC_RETURN_IF_ERROR(expr)        \
-  do {                                    \
-    tpuc_status* tpuc_st_ = (expr);       \
+#define TPUC_RETURN_IF_ERROR(expr)         \
+  do {                                     \
+    tpuc_status* tpuc_st_ = (expr);        \
     if (tpuc_st_ != NULL) return tpuc_st_; \
   } while (0)
 

@@ -27,8 +27,7 @@ static char* vformat(const char* fmt, va_list ap) {
   return s;
 }
 
-tpuc_status* tpuc_status_makev(tpuc_code code, const char* fmt,
-                               va_list ap) {
+tpuc_status* tpuc_status_makev(tpuc_code code, const char* fmt, va_list ap) {
   if (code == TPUC_OK) return NULL;
   tpuc_status* s = malloc(sizeof *s);
   if (s == NULL) return &g_oom_status;
@@ -79,13 +78,23 @@ const char* tpuc_status_message(const tpuc_status* status) {
 }
 
 const char* tpuc_status_code_name(tpuc_code code) {
-  static const char* const names[] = {
-      "OK",        "CANCELLED",          "UNKNOWN",
-      "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
-      "ALREADY_EXISTS",   "PERMISSION_DENIED", "RESOURCE_EXHAUSTED",
-      "FAILED_PRECONDITION", "ABORTED",       "OUT_OF_RANGE",
-      "UNIMPLEMENTED",    "INTERNAL",          "UNAVAILABLE",
-      "DATA_LOSS",        "UNAUTHENTICATED"};
+  static const char* const names[] = {"OK",
+                                      "CANCELLED",
+                                      "UNKNOWN",
+                                      "INVALID_ARGUMENT",
+                                      "DEADLINE_EXCEEDED",
+                                      "NOT_FOUND",
+                                      "ALREADY_EXISTS",
+                                      "PERMISSION_DENIED",
+                                      "RESOURCE_EXHAUSTED",
+                                      "FAILED_PRECONDITION",
+                                      "ABORTED",
+                                      "OUT_OF_RANGE",
+                                      "UNIMPLEMENTED",
+                                      "INTERNAL",
+                                      "UNAVAILABLE",
+                                      "DATA_LOSS",
+                                      "UNAUTHENTICATED"};
   if ((int)code < 0 || (size_t)code >= sizeof names / sizeof names[0])
     return "UNKNOWN_CODE";
   return names[code];

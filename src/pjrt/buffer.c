@@ -6,22 +6,38 @@
 
 PJRT_Buffer_Type tpuc_pjrt_buffer_type(tpuc_dtype d) {
   switch (d) {
-    case TPUC_DTYPE_PRED: return PJRT_Buffer_Type_PRED;
-    case TPUC_DTYPE_S8: return PJRT_Buffer_Type_S8;
-    case TPUC_DTYPE_S16: return PJRT_Buffer_Type_S16;
-    case TPUC_DTYPE_S32: return PJRT_Buffer_Type_S32;
-    case TPUC_DTYPE_S64: return PJRT_Buffer_Type_S64;
-    case TPUC_DTYPE_U8: return PJRT_Buffer_Type_U8;
-    case TPUC_DTYPE_U16: return PJRT_Buffer_Type_U16;
-    case TPUC_DTYPE_U32: return PJRT_Buffer_Type_U32;
-    case TPUC_DTYPE_U64: return PJRT_Buffer_Type_U64;
-    case TPUC_DTYPE_F16: return PJRT_Buffer_Type_F16;
-    case TPUC_DTYPE_BF16: return PJRT_Buffer_Type_BF16;
-    case TPUC_DTYPE_F32: return PJRT_Buffer_Type_F32;
-    case TPUC_DTYPE_F64: return PJRT_Buffer_Type_F64;
-    case TPUC_DTYPE_C64: return PJRT_Buffer_Type_C64;
-    case TPUC_DTYPE_C128: return PJRT_Buffer_Type_C128;
-    default: return PJRT_Buffer_Type_INVALID;
+    case TPUC_DTYPE_PRED:
+      return PJRT_Buffer_Type_PRED;
+    case TPUC_DTYPE_S8:
+      return PJRT_Buffer_Type_S8;
+    case TPUC_DTYPE_S16:
+      return PJRT_Buffer_Type_S16;
+    case TPUC_DTYPE_S32:
+      return PJRT_Buffer_Type_S32;
+    case TPUC_DTYPE_S64:
+      return PJRT_Buffer_Type_S64;
+    case TPUC_DTYPE_U8:
+      return PJRT_Buffer_Type_U8;
+    case TPUC_DTYPE_U16:
+      return PJRT_Buffer_Type_U16;
+    case TPUC_DTYPE_U32:
+      return PJRT_Buffer_Type_U32;
+    case TPUC_DTYPE_U64:
+      return PJRT_Buffer_Type_U64;
+    case TPUC_DTYPE_F16:
+      return PJRT_Buffer_Type_F16;
+    case TPUC_DTYPE_BF16:
+      return PJRT_Buffer_Type_BF16;
+    case TPUC_DTYPE_F32:
+      return PJRT_Buffer_Type_F32;
+    case TPUC_DTYPE_F64:
+      return PJRT_Buffer_Type_F64;
+    case TPUC_DTYPE_C64:
+      return PJRT_Buffer_Type_C64;
+    case TPUC_DTYPE_C128:
+      return PJRT_Buffer_Type_C128;
+    default:
+      return PJRT_Buffer_Type_INVALID;
   }
 }
 
@@ -50,7 +66,8 @@ static tpuc_status* check_new_buffer(tpuc_client* client, int device,
                             (int)dtype);
   if (rank < 0 || rank > TPUC_MAX_RANK)
     return tpuc_status_make(TPUC_INVALID_ARGUMENT,
-                            "rank %d out of range [0, %d]", rank, TPUC_MAX_RANK);
+                            "rank %d out of range [0, %d]", rank,
+                            TPUC_MAX_RANK);
   if (rank > 0 && dims == NULL)
     return tpuc_status_make(TPUC_INVALID_ARGUMENT, "dims is NULL for rank %d",
                             rank);
@@ -75,8 +92,8 @@ tpuc_status* tpuc_buffer_wrap(tpuc_client* client, PJRT_Buffer* pjrt,
     PJRT_Buffer_Destroy_Args d = {0};
     d.struct_size = sizeof d;
     d.buffer = pjrt;
-    tpuc_status_free(
-        tpuc_pjrt_error(client->api, client->api->PJRT_Buffer_Destroy(&d), NULL));
+    tpuc_status_free(tpuc_pjrt_error(
+        client->api, client->api->PJRT_Buffer_Destroy(&d), NULL));
     return tpuc_status_make(TPUC_RESOURCE_EXHAUSTED, "out of host memory");
   }
   atomic_init(&b->refs, 1);
@@ -136,7 +153,8 @@ tpuc_status* tpuc_buffer_from_host(tpuc_client* client, int device,
       PJRT_Buffer_Destroy_Args bd = {0};
       bd.struct_size = sizeof bd;
       bd.buffer = a.buffer;
-      tpuc_status_free(tpuc_pjrt_error(api, api->PJRT_Buffer_Destroy(&bd), NULL));
+      tpuc_status_free(
+          tpuc_pjrt_error(api, api->PJRT_Buffer_Destroy(&bd), NULL));
       return st;
     }
   }
@@ -146,7 +164,8 @@ tpuc_status* tpuc_buffer_from_host(tpuc_client* client, int device,
 }
 
 static tpuc_status* check_readable(tpuc_buffer* b, void* dst, size_t size) {
-  if (b == NULL) return tpuc_status_make(TPUC_INVALID_ARGUMENT, "buffer is NULL");
+  if (b == NULL)
+    return tpuc_status_make(TPUC_INVALID_ARGUMENT, "buffer is NULL");
   if (tpuc_buffer_is_deleted(b))
     return tpuc_status_make(TPUC_FAILED_PRECONDITION,
                             "buffer was donated to an execution and can no "
@@ -163,7 +182,8 @@ static tpuc_status* check_readable(tpuc_buffer* b, void* dst, size_t size) {
 
 tpuc_status* tpuc_buffer_to_host_async(tpuc_buffer* b, void* dst, size_t size,
                                        tpuc_event** done) {
-  if (done == NULL) return tpuc_status_make(TPUC_INVALID_ARGUMENT, "done is NULL");
+  if (done == NULL)
+    return tpuc_status_make(TPUC_INVALID_ARGUMENT, "done is NULL");
   *done = NULL;
   TPUC_RETURN_IF_ERROR(check_readable(b, dst, size));
   const PJRT_Api* api = b->client->api;
@@ -193,8 +213,8 @@ tpuc_status* tpuc_buffer_ready_event(tpuc_buffer* b, tpuc_event** out) {
   PJRT_Buffer_ReadyEvent_Args a = {0};
   a.struct_size = sizeof a;
   a.buffer = b->pjrt;
-  TPUC_RETURN_IF_ERROR(
-      tpuc_pjrt_error(api, api->PJRT_Buffer_ReadyEvent(&a), "buffer ready event"));
+  TPUC_RETURN_IF_ERROR(tpuc_pjrt_error(api, api->PJRT_Buffer_ReadyEvent(&a),
+                                       "buffer ready event"));
   return tpuc_event_wrap(api, a.event, out);
 }
 
@@ -236,8 +256,8 @@ void tpuc_buffer_release(tpuc_buffer* b) {
   PJRT_Buffer_Destroy_Args d = {0};
   d.struct_size = sizeof d;
   d.buffer = b->pjrt;
-  tpuc_status_free(
-      tpuc_pjrt_error(b->client->api, b->client->api->PJRT_Buffer_Destroy(&d), NULL));
+  tpuc_status_free(tpuc_pjrt_error(
+      b->client->api, b->client->api->PJRT_Buffer_Destroy(&d), NULL));
   free(b);
 }
 
@@ -299,7 +319,8 @@ tpuc_status* tpuc_buffer_from_error(tpuc_client* client, int device,
       PJRT_Buffer_Destroy_Args bd = {0};
       bd.struct_size = sizeof bd;
       bd.buffer = ra.buffer_out;
-      tpuc_status_free(tpuc_pjrt_error(api, api->PJRT_Buffer_Destroy(&bd), NULL));
+      tpuc_status_free(
+          tpuc_pjrt_error(api, api->PJRT_Buffer_Destroy(&bd), NULL));
     }
   }
   PJRT_AsyncHostToDeviceTransferManager_Destroy_Args da = {0};

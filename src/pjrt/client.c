@@ -59,8 +59,8 @@ static tpuc_status* read_platform(tpuc_client* c) {
   PJRT_Client_PlatformName_Args na = {0};
   na.struct_size = sizeof na;
   na.client = c->pjrt;
-  TPUC_RETURN_IF_ERROR(tpuc_pjrt_error(
-      api, api->PJRT_Client_PlatformName(&na), "reading the platform name"));
+  TPUC_RETURN_IF_ERROR(tpuc_pjrt_error(api, api->PJRT_Client_PlatformName(&na),
+                                       "reading the platform name"));
   c->platform_name = strndup(na.platform_name, na.platform_name_size);
   PJRT_Client_PlatformVersion_Args va = {0};
   va.struct_size = sizeof va;
@@ -126,7 +126,8 @@ static tpuc_status* read_devices(tpuc_client* c) {
         tpuc_status_free(tpuc_pjrt_error(api, e, NULL));
     }
     if (c->device_descriptions[i] == NULL)
-      c->device_descriptions[i] = strdup(c->device_kinds[i] ? c->device_kinds[i] : "");
+      c->device_descriptions[i] =
+          strdup(c->device_kinds[i] ? c->device_kinds[i] : "");
     c->device_hw_ids[i] = -1;
     if (TPUC_PJRT_HAS(api, PJRT_Device_LocalHardwareId)) {
       PJRT_Device_LocalHardwareId_Args ha = {0};
@@ -179,8 +180,8 @@ void tpuc_client_destroy(tpuc_client* c) {
     PJRT_Client_Destroy_Args args = {0};
     args.struct_size = sizeof args;
     args.client = c->pjrt;
-    tpuc_status_free(tpuc_pjrt_error(c->api, c->api->PJRT_Client_Destroy(&args),
-                                     NULL));
+    tpuc_status_free(
+        tpuc_pjrt_error(c->api, c->api->PJRT_Client_Destroy(&args), NULL));
   }
   for (size_t i = 0; i < c->num_devices; i++) {
     free(c->device_kinds[i]);
@@ -201,7 +202,8 @@ void tpuc_client_destroy(tpuc_client* c) {
 
 tpuc_status* tpuc_client_platform(tpuc_client* c, const char** name,
                                   const char** version) {
-  if (c == NULL) return tpuc_status_make(TPUC_INVALID_ARGUMENT, "client is NULL");
+  if (c == NULL)
+    return tpuc_status_make(TPUC_INVALID_ARGUMENT, "client is NULL");
   if (name) *name = c->platform_name;
   if (version) *version = c->platform_version;
   return NULL;
@@ -222,7 +224,8 @@ tpuc_status* tpuc_client_device_count(tpuc_client* c, int* count) {
 }
 
 tpuc_status* tpuc_client_check_device(tpuc_client* c, int device) {
-  if (c == NULL) return tpuc_status_make(TPUC_INVALID_ARGUMENT, "client is NULL");
+  if (c == NULL)
+    return tpuc_status_make(TPUC_INVALID_ARGUMENT, "client is NULL");
   if (device < 0 || (size_t)device >= c->num_devices)
     return tpuc_status_make(TPUC_INVALID_ARGUMENT,
                             "device index %d out of range: %s has %zu "
@@ -234,7 +237,8 @@ tpuc_status* tpuc_client_check_device(tpuc_client* c, int device) {
 tpuc_status* tpuc_client_device_info(tpuc_client* c, int device,
                                      tpuc_device_info* out) {
   TPUC_RETURN_IF_ERROR(tpuc_client_check_device(c, device));
-  if (out == NULL) return tpuc_status_make(TPUC_INVALID_ARGUMENT, "out is NULL");
+  if (out == NULL)
+    return tpuc_status_make(TPUC_INVALID_ARGUMENT, "out is NULL");
   out->index = device;
   out->id = c->device_ids[device];
   out->local_hardware_id = c->device_hw_ids[device];
@@ -246,7 +250,8 @@ tpuc_status* tpuc_client_device_info(tpuc_client* c, int device,
 tpuc_status* tpuc_client_memory_stats(tpuc_client* c, int device,
                                       tpuc_memory_stats* out) {
   TPUC_RETURN_IF_ERROR(tpuc_client_check_device(c, device));
-  if (out == NULL) return tpuc_status_make(TPUC_INVALID_ARGUMENT, "out is NULL");
+  if (out == NULL)
+    return tpuc_status_make(TPUC_INVALID_ARGUMENT, "out is NULL");
   memset(out, 0, sizeof *out);
   out->bytes_limit = -1;
   out->num_allocs = -1;
@@ -365,7 +370,8 @@ void tpuc_client_track(tpuc_client* c, PJRT_Event* done, const char* program) {
 }
 
 tpuc_status* tpuc_client_synchronize(tpuc_client* c) {
-  if (c == NULL) return tpuc_status_make(TPUC_INVALID_ARGUMENT, "client is NULL");
+  if (c == NULL)
+    return tpuc_status_make(TPUC_INVALID_ARGUMENT, "client is NULL");
   pthread_mutex_lock(&c->mu);
   while (c->pending_count > 0) {
     PJRT_Event_Await_Args a = {0};

@@ -20,7 +20,8 @@ tpuc_status* tpuc_event_wrap(const PJRT_Api* api, PJRT_Event* ev,
 }
 
 tpuc_status* tpuc_event_await(tpuc_event* e) {
-  if (e == NULL) return tpuc_status_make(TPUC_INVALID_ARGUMENT, "event is NULL");
+  if (e == NULL)
+    return tpuc_status_make(TPUC_INVALID_ARGUMENT, "event is NULL");
   PJRT_Event_Await_Args a = {0};
   a.struct_size = sizeof a;
   a.event = e->pjrt;
@@ -83,6 +84,7 @@ void tpuc_event_destroy(tpuc_event* e) {
   PJRT_Event_Destroy_Args d = {0};
   d.struct_size = sizeof d;
   d.event = e->pjrt;
-  tpuc_status_free(tpuc_pjrt_error(e->api, e->api->PJRT_Event_Destroy(&d), NULL));
+  tpuc_status_free(
+      tpuc_pjrt_error(e->api, e->api->PJRT_Event_Destroy(&d), NULL));
   free(e);
 }

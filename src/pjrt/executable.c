@@ -65,7 +65,8 @@ tpuc_status* tpuc_pjrt_serialize(tpuc_client* c, PJRT_LoadedExecutable* exe,
   PJRT_Executable_Destroy_Args d = {0};
   d.struct_size = sizeof d;
   d.executable = g.executable;
-  tpuc_status_free(tpuc_pjrt_error(api, api->PJRT_Executable_Destroy(&d), NULL));
+  tpuc_status_free(
+      tpuc_pjrt_error(api, api->PJRT_Executable_Destroy(&d), NULL));
   return st;
 }
 
@@ -77,9 +78,9 @@ tpuc_status* tpuc_pjrt_deserialize(tpuc_client* c, const char* bytes,
   a.client = c->pjrt;
   a.serialized_executable = bytes;
   a.serialized_executable_size = len;
-  TPUC_RETURN_IF_ERROR(tpuc_pjrt_error(
-      c->api, c->api->PJRT_Executable_DeserializeAndLoad(&a),
-      "loading a cached executable"));
+  TPUC_RETURN_IF_ERROR(
+      tpuc_pjrt_error(c->api, c->api->PJRT_Executable_DeserializeAndLoad(&a),
+                      "loading a cached executable"));
   *out = a.loaded_executable;
   return NULL;
 }
@@ -134,8 +135,8 @@ static tpuc_status* check_args(tpuc_executable* e, int device,
                                tpuc_buffer* const* args, size_t num_args,
                                size_t num_outputs) {
   tpuc_client* c = e->client;
-  TPUC_RETURN_IF_ERROR(tpuc_status_annotate(
-      tpuc_client_check_device(c, device), "program %s", e->name));
+  TPUC_RETURN_IF_ERROR(tpuc_status_annotate(tpuc_client_check_device(c, device),
+                                            "program %s", e->name));
   if (num_args != e->num_inputs)
     return tpuc_status_make(TPUC_INVALID_ARGUMENT,
                             "program %s takes %zu argument(s), got %zu",
@@ -187,7 +188,8 @@ tpuc_status* tpuc_execute(tpuc_executable* e, int device,
                           tpuc_buffer* const* args, size_t num_args,
                           const bool* donate, tpuc_buffer** outputs,
                           size_t num_outputs) {
-  if (e == NULL) return tpuc_status_make(TPUC_INVALID_ARGUMENT, "executable is NULL");
+  if (e == NULL)
+    return tpuc_status_make(TPUC_INVALID_ARGUMENT, "executable is NULL");
   if ((num_args > 0 && args == NULL) || (num_outputs > 0 && outputs == NULL))
     return tpuc_status_make(TPUC_INVALID_ARGUMENT, "args or outputs is NULL");
   TPUC_RETURN_IF_ERROR(check_args(e, device, args, num_args, num_outputs));
@@ -248,7 +250,8 @@ tpuc_status* tpuc_execute(tpuc_executable* e, int device,
       PJRT_Buffer_Destroy_Args d = {0};
       d.struct_size = sizeof d;
       d.buffer = out[i];
-      tpuc_status_free(tpuc_pjrt_error(api, api->PJRT_Buffer_Destroy(&d), NULL));
+      tpuc_status_free(
+          tpuc_pjrt_error(api, api->PJRT_Buffer_Destroy(&d), NULL));
     }
   }
   if (done_events[0] != NULL) tpuc_client_track(c, done_events[0], e->name);

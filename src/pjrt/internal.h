@@ -84,12 +84,12 @@ tpuc_status* tpuc_pjrt_error(const PJRT_Api* api, PJRT_Error* error,
     __attribute__((format(printf, 3, 4)));
 
 /* Checks that the plugin has `slot` (a PJRT_Api member name). */
-#define TPUC_REQUIRE_FN(api, slot)                                         \
-  do {                                                                     \
-    if (!TPUC_PJRT_HAS(api, slot))                                         \
-      return tpuc_status_make(TPUC_UNIMPLEMENTED,                          \
+#define TPUC_REQUIRE_FN(api, slot)                                          \
+  do {                                                                      \
+    if (!TPUC_PJRT_HAS(api, slot))                                          \
+      return tpuc_status_make(TPUC_UNIMPLEMENTED,                           \
                               "the loaded PJRT plugin does not provide %s", \
-                              #slot);                                      \
+                              #slot);                                       \
   } while (0)
 
 PJRT_Buffer_Type tpuc_pjrt_buffer_type(tpuc_dtype dtype);

@@ -227,8 +227,8 @@ typedef struct {
   size_t num_byte_strides;
   PJRT_HostBufferSemantics host_buffer_semantics;
   PJRT_Device* device;
-  PJRT_Memory* memory;         /* NULL: the device's default memory */
-  void* device_layout;         /* NULL: default layout */
+  PJRT_Memory* memory;               /* NULL: the device's default memory */
+  void* device_layout;               /* NULL: default layout */
   PJRT_Event* done_with_host_buffer; /* out */
   PJRT_Buffer* buffer;               /* out */
 } PJRT_Client_BufferFromHostBuffer_Args;
@@ -320,8 +320,8 @@ typedef struct {
 typedef struct {
   PJRT_ARGS_HEADER;
   const PJRT_Executable* executable;
-  const char* serialized_bytes; /* out */
-  size_t serialized_bytes_size; /* out */
+  const char* serialized_bytes;                     /* out */
+  size_t serialized_bytes_size;                     /* out */
   PJRT_SerializedExecutable* serialized_executable; /* out, backs bytes */
   void (*serialized_executable_deleter)(PJRT_SerializedExecutable* exec);
 } PJRT_Executable_Serialize_Args;
@@ -331,7 +331,7 @@ typedef struct {
   PJRT_Client* client;
   const char* serialized_executable;
   size_t serialized_executable_size;
-  PJRT_LoadedExecutable* loaded_executable; /* out */
+  PJRT_LoadedExecutable* loaded_executable;          /* out */
   const char* overridden_serialized_compile_options; /* API >= 0.71 */
   size_t overridden_serialized_compile_options_size;
 } PJRT_Executable_DeserializeAndLoad_Args;
@@ -362,7 +362,7 @@ typedef struct {
   size_t num_args;
   PJRT_Buffer** const* output_lists;   /* [num_devices][num_outputs] out */
   PJRT_Event** device_complete_events; /* [num_devices] out, optional */
-  PJRT_Device* execute_device; /* portable executables: where to run */
+  PJRT_Device* execute_device;         /* portable executables: where to run */
 } PJRT_LoadedExecutable_Execute_Args;
 
 /* ------------------------------- buffers ------------------------------- */
@@ -399,7 +399,8 @@ typedef struct {
   PJRT_Memory* memory; /* out */
 } PJRT_Device_DefaultMemory_Args;
 
-/* ------------------- asynchronous host-to-device transfers ------------------ */
+/* ------------------- asynchronous host-to-device transfers ------------------
+ */
 
 typedef struct {
   PJRT_ARGS_HEADER;
@@ -585,7 +586,7 @@ typedef struct PJRT_Api {
 #undef PJRT_FN
 
 /* True when the loaded table has the slot `fn` and it is set. */
-#define TPUC_PJRT_HAS(api, fn)                                       \
+#define TPUC_PJRT_HAS(api, fn)                                     \
   ((api)->struct_size >= offsetof(PJRT_Api, fn) + sizeof(void*) && \
    (api)->fn != NULL)
 

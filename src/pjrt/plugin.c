@@ -162,8 +162,8 @@ tpuc_status* tpuc_plugin_discover(const char* const* site_dirs,
   dir_list dirs = {0};
   collect_dirs(&dirs, site_dirs, num_site_dirs);
   tpuc_status* st = NULL;
-  for (size_t c = 0; c < sizeof kCandidates / sizeof kCandidates[0] &&
-                     *path_out == NULL;
+  for (size_t c = 0;
+       c < sizeof kCandidates / sizeof kCandidates[0] && *path_out == NULL;
        c++) {
     for (size_t d = 0; d < dirs.n && *path_out == NULL; d++) {
       char pat[4096];
@@ -235,25 +235,37 @@ static const char* package_for_path(const char* path, tpuc_plugin_kind* kind,
  * 3: fatal only); unset means 3. An explicit TF_CPP_MIN_LOG_LEVEL wins. */
 static void configure_plugin_logging(void) {
   const char* lvl = getenv("TPUC_LOG_LEVEL");
-  const char* v = (lvl && lvl[0] >= '0' && lvl[0] <= '3' && !lvl[1]) ? lvl
-                                                                        : "3";
+  const char* v =
+      (lvl && lvl[0] >= '0' && lvl[0] <= '3' && !lvl[1]) ? lvl : "3";
   setenv("TF_CPP_MIN_LOG_LEVEL", v, 0);
   setenv("GLOG_minloglevel", v, 0);
 }
 
 static const char* kRequiredSlots[] = {
-    "PJRT_Error_Destroy",   "PJRT_Error_Message",
-    "PJRT_Plugin_Initialize", "PJRT_Event_Destroy",
-    "PJRT_Event_IsReady",   "PJRT_Event_Error",
-    "PJRT_Event_Await",     "PJRT_Event_OnReady",
-    "PJRT_Client_Create",   "PJRT_Client_Destroy",
-    "PJRT_Client_PlatformName", "PJRT_Client_PlatformVersion",
-    "PJRT_Client_AddressableDevices", "PJRT_Client_Compile",
-    "PJRT_Client_BufferFromHostBuffer", "PJRT_Device_GetDescription",
-    "PJRT_DeviceDescription_Id", "PJRT_DeviceDescription_Kind",
-    "PJRT_LoadedExecutable_Destroy", "PJRT_LoadedExecutable_Execute",
-    "PJRT_Buffer_Destroy",  "PJRT_Buffer_ToHostBuffer",
-    "PJRT_Buffer_ReadyEvent", "PJRT_Buffer_IsDeleted",
+    "PJRT_Error_Destroy",
+    "PJRT_Error_Message",
+    "PJRT_Plugin_Initialize",
+    "PJRT_Event_Destroy",
+    "PJRT_Event_IsReady",
+    "PJRT_Event_Error",
+    "PJRT_Event_Await",
+    "PJRT_Event_OnReady",
+    "PJRT_Client_Create",
+    "PJRT_Client_Destroy",
+    "PJRT_Client_PlatformName",
+    "PJRT_Client_PlatformVersion",
+    "PJRT_Client_AddressableDevices",
+    "PJRT_Client_Compile",
+    "PJRT_Client_BufferFromHostBuffer",
+    "PJRT_Device_GetDescription",
+    "PJRT_DeviceDescription_Id",
+    "PJRT_DeviceDescription_Kind",
+    "PJRT_LoadedExecutable_Destroy",
+    "PJRT_LoadedExecutable_Execute",
+    "PJRT_Buffer_Destroy",
+    "PJRT_Buffer_ToHostBuffer",
+    "PJRT_Buffer_ReadyEvent",
+    "PJRT_Buffer_IsDeleted",
 };
 
 static int slot_present(const PJRT_Api* api, const char* name) {
@@ -341,9 +353,9 @@ static tpuc_status* load_path(const char* path, tpuc_plugin** out) {
   void* handle = dlopen(real, RTLD_NOW | RTLD_LOCAL);
   if (handle == NULL) {
     const char* why = dlerror();
-    tpuc_status* st = tpuc_status_make(
-        TPUC_FAILED_PRECONDITION, "cannot load PJRT plugin %s: %s", real,
-        why ? why : "unknown dlopen error");
+    tpuc_status* st = tpuc_status_make(TPUC_FAILED_PRECONDITION,
+                                       "cannot load PJRT plugin %s: %s", real,
+                                       why ? why : "unknown dlopen error");
     free(real);
     return st;
   }
@@ -357,10 +369,11 @@ static tpuc_status* load_path(const char* path, tpuc_plugin** out) {
     return st;
   }
   const PJRT_Api* api = get_api();
-  if (api == NULL || api->struct_size < offsetof(PJRT_Api, PJRT_Error_Destroy)) {
-    tpuc_status* st = tpuc_status_make(
-        TPUC_FAILED_PRECONDITION, "PJRT plugin %s returned an invalid API table",
-        real);
+  if (api == NULL ||
+      api->struct_size < offsetof(PJRT_Api, PJRT_Error_Destroy)) {
+    tpuc_status* st =
+        tpuc_status_make(TPUC_FAILED_PRECONDITION,
+                         "PJRT plugin %s returned an invalid API table", real);
     free(real);
     return st;
   }
@@ -396,7 +409,7 @@ static tpuc_status* load_path(const char* path, tpuc_plugin** out) {
   p->path = real;
   tpuc_plugin_kind kind = TPUC_PLUGIN_KIND_EXPLICIT;
   p->package = strdup(package_for_path(real, &kind, p->package_version,
-                                      sizeof p->package_version));
+                                       sizeof p->package_version));
   read_attributes(p);
   if (p->info.stablehlo_current[0] != 0 &&
       p->info.stablehlo_current[0] < TPUC_MIN_STABLEHLO_MAJOR) {

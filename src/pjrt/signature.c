@@ -135,7 +135,8 @@ tpuc_status* tpuc_parse_main_signature(const char* text, size_t len,
     for (;;) {
       skip_ws(&c);
       if (!eat(&c, "%")) goto fail;
-      while (c.p < c.end && (isalnum((unsigned char)*c.p) || *c.p == '_')) c.p++;
+      while (c.p < c.end && (isalnum((unsigned char)*c.p) || *c.p == '_'))
+        c.p++;
       if (!eat(&c, ":")) goto fail;
       if (!push((void**)inputs, num_inputs, &cap_in, sizeof **inputs) ||
           !push((void**)input_alias, &n_alias, &cap_alias, sizeof(int)))
@@ -178,16 +179,15 @@ tpuc_status* tpuc_parse_main_signature(const char* text, size_t len,
     }
   }
   return NULL;
-fail:
-  {
-    /* The text need not be NUL-terminated: print at most what is left. */
-    const char* at = c.p < c.end ? c.p : c.end;
-    int shown = (int)(c.end - at < 40 ? c.end - at : 40);
-    bad = tpuc_status_make(TPUC_INVALID_ARGUMENT,
-                           "cannot read the signature of @main near \"%.*s\" "
-                           "(tpuc supports static tensor types only)",
-                           shown, at);
-  }
+fail : {
+  /* The text need not be NUL-terminated: print at most what is left. */
+  const char* at = c.p < c.end ? c.p : c.end;
+  int shown = (int)(c.end - at < 40 ? c.end - at : 40);
+  bad = tpuc_status_make(TPUC_INVALID_ARGUMENT,
+                         "cannot read the signature of @main near \"%.*s\" "
+                         "(tpuc supports static tensor types only)",
+                         shown, at);
+}
   goto cleanup;
 oom:
   bad = tpuc_status_make(TPUC_RESOURCE_EXHAUSTED, "out of host memory");

@@ -91,8 +91,7 @@ static tpuc_fingerprint plugin_fingerprint(tpuc_client* c) {
   int n = snprintf(id, sizeof id, "%s|%s|%d.%d|%s|%lld|%lld|%zu",
                    c->platform_name, c->platform_version,
                    c->plugin->info.api_major, c->plugin->info.api_minor,
-                   c->plugin->info.xla_version, size, mtime,
-                   c->num_devices);
+                   c->plugin->info.xla_version, size, mtime, c->num_devices);
   tpuc_fingerprint zero = {0, 0};
   return tpuc_fingerprint_bytes(zero, id, (size_t)n);
 }
@@ -105,7 +104,8 @@ tpuc_status* tpuc_cache_create(tpuc_client* c, const tpuc_client_options* o,
   k->client = c;
   pthread_mutex_init(&k->mu, NULL);
   if (o == NULL || !o->disable_disk_cache) {
-    char* root = (o && o->cache_dir) ? strdup(o->cache_dir) : default_cache_root();
+    char* root =
+        (o && o->cache_dir) ? strdup(o->cache_dir) : default_cache_root();
     if (root != NULL) {
       char hex[33];
       tpuc_fingerprint_hex(plugin_fingerprint(c), hex);
@@ -322,22 +322,23 @@ static tpuc_status* make_executable(tpuc_client* c, PJRT_LoadedExecutable* pj,
   char hex[33];
   tpuc_fingerprint_hex(fp, hex);
   snprintf(e->name, sizeof e->name, "main@%.12s", hex);
-  tpuc_status* st = tpuc_parse_main_signature(
-      mlir, len, &e->inputs, &e->num_inputs, &e->input_alias, &e->outputs,
-      &e->num_outputs);
+  tpuc_status* st =
+      tpuc_parse_main_signature(mlir, len, &e->inputs, &e->num_inputs,
+                                &e->input_alias, &e->outputs, &e->num_outputs);
   if (st == NULL && TPUC_PJRT_HAS(c->api, PJRT_Executable_NumOutputs) &&
       TPUC_PJRT_HAS(c->api, PJRT_LoadedExecutable_GetExecutable)) {
     /* Cross-check the text's result count with the compiled program. */
     PJRT_LoadedExecutable_GetExecutable_Args g = {0};
     g.struct_size = sizeof g;
     g.loaded_executable = pj;
-    st = tpuc_pjrt_error(c->api, c->api->PJRT_LoadedExecutable_GetExecutable(&g),
-                         NULL);
+    st = tpuc_pjrt_error(c->api,
+                         c->api->PJRT_LoadedExecutable_GetExecutable(&g), NULL);
     if (st == NULL) {
       PJRT_Executable_NumOutputs_Args n = {0};
       n.struct_size = sizeof n;
       n.executable = g.executable;
-      st = tpuc_pjrt_error(c->api, c->api->PJRT_Executable_NumOutputs(&n), NULL);
+      st =
+          tpuc_pjrt_error(c->api, c->api->PJRT_Executable_NumOutputs(&n), NULL);
       if (st == NULL && n.num_outputs != e->num_outputs)
         st = tpuc_status_make(TPUC_INVALID_ARGUMENT,
                               "@main declares %zu results but compiled to %zu "
@@ -365,7 +366,8 @@ tpuc_status* tpuc_compile(tpuc_client* c, const char* mlir, size_t len,
     return tpuc_status_make(TPUC_INVALID_ARGUMENT,
                             "client, program text or out is NULL");
   *out = NULL;
-  if (options != NULL && (options->num_replicas < 0 || options->num_partitions < 0))
+  if (options != NULL &&
+      (options->num_replicas < 0 || options->num_partitions < 0))
     return tpuc_status_make(TPUC_INVALID_ARGUMENT,
                             "num_replicas and num_partitions must be >= 0");
   unsigned char opts[64];
@@ -460,7 +462,8 @@ tpuc_status* tpuc_cache_get_stats(tpuc_client* c, tpuc_cache_stats* out) {
 }
 
 tpuc_status* tpuc_cache_clear(tpuc_client* c, bool disk) {
-  if (c == NULL) return tpuc_status_make(TPUC_INVALID_ARGUMENT, "client is NULL");
+  if (c == NULL)
+    return tpuc_status_make(TPUC_INVALID_ARGUMENT, "client is NULL");
   tpuc_cache* k = c->cache;
   pthread_mutex_lock(&k->mu);
   for (size_t i = 0; i < k->cap; i++) {

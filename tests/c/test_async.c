@@ -14,9 +14,8 @@ static void test_error_reported_at_synchronize(void) {
   TPUC_CHECK_OK(tpuc_client_synchronize(c));
   int64_t dims[1] = {3};
   tpuc_buffer* bad = NULL;
-  TPUC_CHECK_OK(tpuc_buffer_from_error(c, 0, TPUC_DTYPE_F32, dims, 1,
-                                       TPUC_INTERNAL, "injected failure",
-                                       &bad));
+  TPUC_CHECK_OK(tpuc_buffer_from_error(
+      c, 0, TPUC_DTYPE_F32, dims, 1, TPUC_INTERNAL, "injected failure", &bad));
   tpuc_executable* e = NULL;
   TPUC_CHECK_OK(tpuc_compile(c, kNeg, strlen(kNeg), NULL, &e, NULL));
   /* Enqueueing succeeds: the failure belongs to the asynchronous work. */
@@ -83,9 +82,9 @@ static void test_error_buffer_arguments(void) {
   tpuc_client* c = tpuc_test_client();
   int64_t dims[1] = {3};
   tpuc_buffer* b = NULL;
-  TPUC_CHECK_ERROR(tpuc_buffer_from_error(c, 0, TPUC_DTYPE_F32, dims, 1,
-                                          TPUC_OK, "x", &b),
-                   TPUC_INVALID_ARGUMENT, "non-OK");
+  TPUC_CHECK_ERROR(
+      tpuc_buffer_from_error(c, 0, TPUC_DTYPE_F32, dims, 1, TPUC_OK, "x", &b),
+      TPUC_INVALID_ARGUMENT, "non-OK");
   TPUC_CHECK_ERROR(tpuc_buffer_from_error(c, 99, TPUC_DTYPE_F32, dims, 1,
                                           TPUC_INTERNAL, "x", &b),
                    TPUC_INVALID_ARGUMENT, "out of range");

@@ -132,25 +132,25 @@ static void test_bad_arguments(void) {
   int64_t dims[1] = {4};
   int64_t neg[1] = {-2};
   tpuc_buffer* b = NULL;
-  TPUC_CHECK_ERROR(tpuc_buffer_from_host(c, 99, TPUC_DTYPE_F32, dims, 1, v,
-                                         NULL, &b),
-                   TPUC_INVALID_ARGUMENT, "device index 99");
-  TPUC_CHECK_ERROR(tpuc_buffer_from_host(c, 0, (tpuc_dtype)99, dims, 1, v,
-                                         NULL, &b),
-                   TPUC_INVALID_ARGUMENT, "dtype");
-  TPUC_CHECK_ERROR(tpuc_buffer_from_host(c, 0, TPUC_DTYPE_F32, neg, 1, v,
-                                         NULL, &b),
-                   TPUC_INVALID_ARGUMENT, "negative");
-  TPUC_CHECK_ERROR(tpuc_buffer_from_host(c, 0, TPUC_DTYPE_F32, dims, 17, v,
-                                         NULL, &b),
-                   TPUC_INVALID_ARGUMENT, "rank");
-  TPUC_CHECK_ERROR(tpuc_buffer_from_host(c, 0, TPUC_DTYPE_F32, dims, 1, NULL,
-                                         NULL, &b),
-                   TPUC_INVALID_ARGUMENT, "NULL");
+  TPUC_CHECK_ERROR(
+      tpuc_buffer_from_host(c, 99, TPUC_DTYPE_F32, dims, 1, v, NULL, &b),
+      TPUC_INVALID_ARGUMENT, "device index 99");
+  TPUC_CHECK_ERROR(
+      tpuc_buffer_from_host(c, 0, (tpuc_dtype)99, dims, 1, v, NULL, &b),
+      TPUC_INVALID_ARGUMENT, "dtype");
+  TPUC_CHECK_ERROR(
+      tpuc_buffer_from_host(c, 0, TPUC_DTYPE_F32, neg, 1, v, NULL, &b),
+      TPUC_INVALID_ARGUMENT, "negative");
+  TPUC_CHECK_ERROR(
+      tpuc_buffer_from_host(c, 0, TPUC_DTYPE_F32, dims, 17, v, NULL, &b),
+      TPUC_INVALID_ARGUMENT, "rank");
+  TPUC_CHECK_ERROR(
+      tpuc_buffer_from_host(c, 0, TPUC_DTYPE_F32, dims, 1, NULL, NULL, &b),
+      TPUC_INVALID_ARGUMENT, "NULL");
   int64_t huge[2] = {INT64_MAX / 2, 4};
-  TPUC_CHECK_ERROR(tpuc_buffer_from_host(c, 0, TPUC_DTYPE_F32, huge, 2, v,
-                                         NULL, &b),
-                   TPUC_INVALID_ARGUMENT, "too large");
+  TPUC_CHECK_ERROR(
+      tpuc_buffer_from_host(c, 0, TPUC_DTYPE_F32, huge, 2, v, NULL, &b),
+      TPUC_INVALID_ARGUMENT, "too large");
   TPUC_CHECK(b == NULL);
   b = tpuc_test_buffer(TPUC_DTYPE_F32, dims, 1, v);
   TPUC_CHECK(b != NULL);

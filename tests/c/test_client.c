@@ -58,10 +58,10 @@ static void test_memory_stats(void) {
 static void test_bad_device_index(void) {
   tpuc_client* c = tpuc_test_client();
   tpuc_device_info info;
-  TPUC_CHECK_ERROR(tpuc_client_device_info(c, 7, &info),
-                   TPUC_INVALID_ARGUMENT, "out of range");
-  TPUC_CHECK_ERROR(tpuc_client_device_info(c, -1, &info),
-                   TPUC_INVALID_ARGUMENT, "out of range");
+  TPUC_CHECK_ERROR(tpuc_client_device_info(c, 7, &info), TPUC_INVALID_ARGUMENT,
+                   "out of range");
+  TPUC_CHECK_ERROR(tpuc_client_device_info(c, -1, &info), TPUC_INVALID_ARGUMENT,
+                   "out of range");
   tpuc_memory_stats ms;
   TPUC_CHECK_ERROR(tpuc_client_memory_stats(c, 99, &ms), TPUC_INVALID_ARGUMENT,
                    "out of range");
@@ -93,8 +93,7 @@ static void test_status_helpers(void) {
   TPUC_CHECK(strcmp(tpuc_status_message(NULL), "") == 0);
   TPUC_CHECK(strcmp(tpuc_status_code_name(TPUC_RESOURCE_EXHAUSTED),
                     "RESOURCE_EXHAUSTED") == 0);
-  TPUC_CHECK(strcmp(tpuc_status_code_name((tpuc_code)99), "UNKNOWN_CODE") ==
-             0);
+  TPUC_CHECK(strcmp(tpuc_status_code_name((tpuc_code)99), "UNKNOWN_CODE") == 0);
   TPUC_CHECK(tpuc_status_annotate(NULL, "x") == NULL);
 }
 

@@ -144,10 +144,10 @@ static void test_second_device(void) {
   float a[4] = {1, 2, 3, 4};
   int64_t dims[1] = {4};
   tpuc_buffer *b0 = NULL, *b1 = NULL, *out = NULL;
-  TPUC_CHECK_OK(tpuc_buffer_from_host(c, 1, TPUC_DTYPE_F32, dims, 1, a, NULL,
-                                      &b1));
-  TPUC_CHECK_OK(tpuc_buffer_from_host(c, 0, TPUC_DTYPE_F32, dims, 1, a, NULL,
-                                      &b0));
+  TPUC_CHECK_OK(
+      tpuc_buffer_from_host(c, 1, TPUC_DTYPE_F32, dims, 1, a, NULL, &b1));
+  TPUC_CHECK_OK(
+      tpuc_buffer_from_host(c, 0, TPUC_DTYPE_F32, dims, 1, a, NULL, &b0));
   tpuc_buffer* args[2] = {b1, b1};
   TPUC_CHECK_OK(tpuc_execute(e, 1, args, 2, NULL, &out, 1));
   TPUC_CHECK(tpuc_buffer_device(out) == 1);
@@ -180,10 +180,12 @@ static void test_argument_checks(void) {
                    TPUC_INVALID_ARGUMENT, "takes 2 argument(s), got 1");
   tpuc_buffer* shape[2] = {f4, f6};
   TPUC_CHECK_ERROR(tpuc_execute(e, 0, shape, 2, NULL, &out, 1),
-                   TPUC_INVALID_ARGUMENT, "argument 1 must be f32[4], got f32[6]");
+                   TPUC_INVALID_ARGUMENT,
+                   "argument 1 must be f32[4], got f32[6]");
   tpuc_buffer* dtype[2] = {i4, f4};
   TPUC_CHECK_ERROR(tpuc_execute(e, 0, dtype, 2, NULL, &out, 1),
-                   TPUC_INVALID_ARGUMENT, "argument 0 must be f32[4], got i32[4]");
+                   TPUC_INVALID_ARGUMENT,
+                   "argument 0 must be f32[4], got i32[4]");
   tpuc_buffer* nul[2] = {f4, NULL};
   TPUC_CHECK_ERROR(tpuc_execute(e, 0, nul, 2, NULL, &out, 1),
                    TPUC_INVALID_ARGUMENT, "argument 1 is NULL");
@@ -204,8 +206,9 @@ static void test_argument_checks(void) {
 static void test_malformed_program(void) {
   tpuc_client* c = tpuc_test_client();
   tpuc_executable* e = NULL;
-  const char* bad = "module @m {\n  func.func public @main() -> () {\n"
-                    "    \"stablehlo.nonsense\"() : () -> ()\n";
+  const char* bad =
+      "module @m {\n  func.func public @main() -> () {\n"
+      "    \"stablehlo.nonsense\"() : () -> ()\n";
   tpuc_status* st = tpuc_compile(c, bad, strlen(bad), NULL, &e, NULL);
   TPUC_CHECK(st != NULL);
   /* The plugin's parser message comes through. */

@@ -49,7 +49,8 @@ static void test_while(void) {
   TPUC_CHECK_OK(tpuc_hlo_return(fn, res, 2));
   const int32_t nv = 10;
   const float xv[3] = {1, -2, 0.5f};
-  tpuc_test_arg args[2] = {{TPUC_DTYPE_S32, 0, {0}, &nv}, {TPUC_DTYPE_F32, 1, {3}, xv}};
+  tpuc_test_arg args[2] = {{TPUC_DTYPE_S32, 0, {0}, &nv},
+                           {TPUC_DTYPE_F32, 1, {3}, xv}};
   void* o[2];
   TPUC_CHECK_OK(tpuc_test_run_module(m, args, 2, o, 2));
   tpuc_hlo_module_destroy(m);
@@ -122,7 +123,7 @@ static void test_case(void) {
   int bad = 0;
   for (int t = 0; t < 4; ++t) {
     tpuc_test_arg args[2] = {{TPUC_DTYPE_S32, 0, {0}, &idxs[t]},
-                    {TPUC_DTYPE_F32, 1, {4}, x}};
+                             {TPUC_DTYPE_F32, 1, {4}, x}};
     void* o[2];
     st = tpuc_test_run_module(m, args, 2, o, 2);
     if (st != NULL) tpuc_hlo_module_destroy(m);

@@ -276,7 +276,8 @@ static void test_bitcast_convert(void) {
   const float vf[2] = {1.5f, -2.0f};
   uint8_t vu[12];
   for (int k = 0; k < 12; ++k) vu[k] = (uint8_t)(k * 17 + 1);
-  tpuc_test_arg args[2] = {{TPUC_DTYPE_F32, 1, {2}, vf}, {TPUC_DTYPE_U8, 2, {3, 4}, vu}};
+  tpuc_test_arg args[2] = {{TPUC_DTYPE_F32, 1, {2}, vf},
+                           {TPUC_DTYPE_U8, 2, {3, 4}, vu}};
   void* o[3];
   TPUC_CHECK_OK(tpuc_test_run_module(m, args, 2, o, 3));
   tpuc_hlo_module_destroy(m);

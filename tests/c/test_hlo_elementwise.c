@@ -152,8 +152,8 @@ static void test_unary_int_and_pred(void) {
   const uint8_t vb[5] = {1, 0, 1, 1, 0};
   const float vf[5] = {1.0f, INFINITY, -INFINITY, NAN, -0.0f};
   tpuc_test_arg args[3] = {{TPUC_DTYPE_S32, 1, {5}, vi},
-                  {TPUC_DTYPE_PRED, 1, {5}, vb},
-                  {TPUC_DTYPE_F32, 1, {5}, vf}};
+                           {TPUC_DTYPE_PRED, 1, {5}, vb},
+                           {TPUC_DTYPE_F32, 1, {5}, vf}};
   void* o[8];
   TPUC_CHECK_OK(tpuc_test_run_module(m, args, 3, o, 8));
   tpuc_hlo_module_destroy(m);
@@ -231,7 +231,7 @@ static void test_binary_float(void) {
   TPUC_CHECK_OK(tpuc_hlo_return(fn, y, N));
   const double va[4] = {5.5, -7.0, 2.0, 0.25}, vb[4] = {2.0, 3.0, -0.5, 4.0};
   tpuc_test_arg args[2] = {{TPUC_DTYPE_F64, 2, {2, 2}, va},
-                  {TPUC_DTYPE_F64, 2, {2, 2}, vb}};
+                           {TPUC_DTYPE_F64, 2, {2, 2}, vb}};
   void* o[N];
   TPUC_CHECK_OK(tpuc_test_run_module(m, args, 2, o, N));
   tpuc_hlo_module_destroy(m);
@@ -280,7 +280,8 @@ static void test_binary_int(void) {
     TPUC_CHECK_OK(tpuc_hlo_binary(fn, ops[i], a, b, &y[i]));
   TPUC_CHECK_OK(tpuc_hlo_return(fn, y, N));
   const int32_t va[4] = {100, -100, 7, -1}, vb[4] = {3, 3, 2, 5};
-  tpuc_test_arg args[2] = {{TPUC_DTYPE_S32, 1, {4}, va}, {TPUC_DTYPE_S32, 1, {4}, vb}};
+  tpuc_test_arg args[2] = {{TPUC_DTYPE_S32, 1, {4}, va},
+                           {TPUC_DTYPE_S32, 1, {4}, vb}};
   void* o[N];
   TPUC_CHECK_OK(tpuc_test_run_module(m, args, 2, o, N));
   tpuc_hlo_module_destroy(m);
@@ -391,8 +392,8 @@ static void test_select_clamp(void) {
   const uint8_t vp[5] = {1, 0, 1, 0, 0};
   const int16_t va[5] = {-10, -3, 0, 4, 10}, vb[5] = {5, 6, 7, 8, 9};
   tpuc_test_arg args[3] = {{TPUC_DTYPE_PRED, 1, {5}, vp},
-                  {TPUC_DTYPE_S16, 1, {5}, va},
-                  {TPUC_DTYPE_S16, 1, {5}, vb}};
+                           {TPUC_DTYPE_S16, 1, {5}, va},
+                           {TPUC_DTYPE_S16, 1, {5}, vb}};
   void* o[3];
   TPUC_CHECK_OK(tpuc_test_run_module(m, args, 3, o, 3));
   tpuc_hlo_module_destroy(m);

@@ -57,9 +57,9 @@ static void test_dot_general(void) {
   uint16_t h[8];
   for (int i = 0; i < 8; ++i) h[i] = f32_to_bf16((float)i * 0.5f);
   tpuc_test_arg args[4] = {{TPUC_DTYPE_F32, 3, {2, 3, 4}, a},
-                  {TPUC_DTYPE_F32, 3, {2, 4, 5}, b},
-                  {TPUC_DTYPE_F32, 2, {5, 4}, b},
-                  {TPUC_DTYPE_BF16, 1, {8}, h}};
+                           {TPUC_DTYPE_F32, 3, {2, 4, 5}, b},
+                           {TPUC_DTYPE_F32, 2, {5, 4}, b},
+                           {TPUC_DTYPE_BF16, 1, {8}, h}};
   void* o[3];
   TPUC_CHECK_OK(tpuc_test_run_module(m, args, 4, o, 3));
   tpuc_hlo_module_destroy(m);
@@ -147,7 +147,7 @@ static void test_convolution_nchw(void) {
   TPUC_CHECK(rt.dims[0] == 2 && rt.dims[1] == 6 && rt.dims[2] == 2 &&
              rt.dims[3] == 11);
   tpuc_test_arg args[2] = {{TPUC_DTYPE_F32, 4, {2, 4, 5, 6}, x},
-                  {TPUC_DTYPE_F32, 4, {6, 2, 3, 2}, k}};
+                           {TPUC_DTYPE_F32, 4, {6, 2, 3, 2}, k}};
   void* o;
   TPUC_CHECK_OK(tpuc_test_run_module(m, args, 2, &o, 1));
   tpuc_hlo_module_destroy(m);
@@ -208,9 +208,9 @@ static void test_convolution_layouts(void) {
   const float bx[6] = {1, 2, 3, 4, 5, 6};
   const float bk[8] = {1, 0, 0, 1, 1, 1, -1, 2};
   tpuc_test_arg args[4] = {{TPUC_DTYPE_F32, 4, {1, 3, 3, 2}, x},
-                  {TPUC_DTYPE_F32, 4, {2, 2, 2, 3}, k},
-                  {TPUC_DTYPE_F32, 3, {2, 1, 3}, bx},
-                  {TPUC_DTYPE_F32, 3, {4, 1, 2}, bk}};
+                           {TPUC_DTYPE_F32, 4, {2, 2, 2, 3}, k},
+                           {TPUC_DTYPE_F32, 3, {2, 1, 3}, bx},
+                           {TPUC_DTYPE_F32, 3, {4, 1, 2}, bk}};
   void* o[2];
   TPUC_CHECK_OK(tpuc_test_run_module(m, args, 4, o, 2));
   tpuc_hlo_module_destroy(m);

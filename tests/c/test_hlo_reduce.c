@@ -185,7 +185,7 @@ static void test_select_and_scatter(void) {
   TPUC_CHECK_OK(tpuc_hlo_select_and_scatter(fn, vx, vs, zero, &w, sel, sc, &y));
   TPUC_CHECK_OK(tpuc_hlo_return(fn, &y, 1));
   tpuc_test_arg args[2] = {{TPUC_DTYPE_F32, 2, {4, 4}, x},
-                  {TPUC_DTYPE_F32, 2, {2, 2}, src}};
+                           {TPUC_DTYPE_F32, 2, {2, 2}, src}};
   void* o;
   TPUC_CHECK_OK(tpuc_test_run_module(m, args, 2, &o, 1));
   tpuc_hlo_module_destroy(m);
@@ -224,7 +224,7 @@ static void test_sort(void) {
   TPUC_CHECK_OK(tpuc_hlo_sort(fn, in, 2, -1, true, cmp, out));
   TPUC_CHECK_OK(tpuc_hlo_return(fn, out, 2));
   tpuc_test_arg a[2] = {{TPUC_DTYPE_S32, 2, {2, 5}, keys},
-               {TPUC_DTYPE_U16, 2, {2, 5}, vals}};
+                        {TPUC_DTYPE_U16, 2, {2, 5}, vals}};
   void* o[2];
   TPUC_CHECK_OK(tpuc_test_run_module(m, a, 2, o, 2));
   tpuc_hlo_module_destroy(m);

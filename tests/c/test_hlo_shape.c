@@ -172,7 +172,8 @@ static void test_pad(void) {
   TPUC_CHECK(t.dims[0] == 1 && t.dims[1] == 8);
   TPUC_CHECK_OK(tpuc_hlo_return(fn, y, 2));
   const int32_t v[4] = {1, 2, 3, 4}, v2[6] = {1, 2, 3, 4, 5, 6};
-  tpuc_test_arg a[2] = {{TPUC_DTYPE_S32, 1, {4}, v}, {TPUC_DTYPE_S32, 2, {2, 3}, v2}};
+  tpuc_test_arg a[2] = {{TPUC_DTYPE_S32, 1, {4}, v},
+                        {TPUC_DTYPE_S32, 2, {2, 3}, v2}};
   void* o[2];
   TPUC_CHECK_OK(tpuc_test_run_module(m, a, 2, o, 2));
   tpuc_hlo_module_destroy(m);
@@ -204,10 +205,10 @@ static void test_dynamic_slices(void) {
   const int32_t i0 = 1, i1 = 1, i2 = 3;
   const float u[4] = {100, 101, 102, 103};
   tpuc_test_arg a[5] = {{TPUC_DTYPE_F32, 3, {2, 3, 4}, g_x24},
-               {TPUC_DTYPE_F32, 3, {1, 2, 2}, u},
-               {TPUC_DTYPE_S32, 0, {0}, &i0},
-               {TPUC_DTYPE_S32, 0, {0}, &i1},
-               {TPUC_DTYPE_S32, 0, {0}, &i2}};
+                        {TPUC_DTYPE_F32, 3, {1, 2, 2}, u},
+                        {TPUC_DTYPE_S32, 0, {0}, &i0},
+                        {TPUC_DTYPE_S32, 0, {0}, &i1},
+                        {TPUC_DTYPE_S32, 0, {0}, &i2}};
   void* o[2];
   TPUC_CHECK_OK(tpuc_test_run_module(m, a, 5, o, 2));
   tpuc_hlo_module_destroy(m);

@@ -31,8 +31,8 @@ static void test_load_reads_versions(void) {
 }
 
 static void test_explicit_env_missing_file(void) {
-  char* saved = getenv("TPUC_PJRT_PLUGIN") ? strdup(getenv("TPUC_PJRT_PLUGIN"))
-                                           : NULL;
+  char* saved =
+      getenv("TPUC_PJRT_PLUGIN") ? strdup(getenv("TPUC_PJRT_PLUGIN")) : NULL;
   setenv("TPUC_PJRT_PLUGIN", "/nonexistent/libplugin.so", 1);
   char* path = NULL;
   tpuc_status* st = tpuc_plugin_discover(NULL, 0, &path, NULL);
@@ -48,9 +48,9 @@ static void test_explicit_env_missing_file(void) {
 static void test_not_a_plugin(void) {
   /* libc is a shared object without GetPjrtApi. */
   tpuc_plugin* p = NULL;
-  TPUC_CHECK_ERROR(tpuc_plugin_load("/lib/x86_64-linux-gnu/libm.so.6", NULL,
-                                    0, &p),
-                   TPUC_FAILED_PRECONDITION, "GetPjrtApi");
+  TPUC_CHECK_ERROR(
+      tpuc_plugin_load("/lib/x86_64-linux-gnu/libm.so.6", NULL, 0, &p),
+      TPUC_FAILED_PRECONDITION, "GetPjrtApi");
   TPUC_CHECK(p == NULL);
 }
 
@@ -74,14 +74,15 @@ static void test_missing_file(void) {
 
 static void test_nothing_found_names_install(void) {
   /* Point every search source at an empty folder. */
-  char* saved_plugin = getenv("TPUC_PJRT_PLUGIN")
-                           ? strdup(getenv("TPUC_PJRT_PLUGIN")) : NULL;
+  char* saved_plugin =
+      getenv("TPUC_PJRT_PLUGIN") ? strdup(getenv("TPUC_PJRT_PLUGIN")) : NULL;
   unsetenv("TPUC_PJRT_PLUGIN");
-  char* saved_venv = getenv("VIRTUAL_ENV") ? strdup(getenv("VIRTUAL_ENV"))
-                                           : NULL;
+  char* saved_venv =
+      getenv("VIRTUAL_ENV") ? strdup(getenv("VIRTUAL_ENV")) : NULL;
   unsetenv("VIRTUAL_ENV");
   char* saved_site = getenv("TPUC_SITE_PACKAGES")
-                         ? strdup(getenv("TPUC_SITE_PACKAGES")) : NULL;
+                         ? strdup(getenv("TPUC_SITE_PACKAGES"))
+                         : NULL;
   unsetenv("TPUC_SITE_PACKAGES");
   /* The compiled-in folder is still searched, so only check the message
    * when it is empty too; otherwise check that discovery uses it. */
@@ -121,8 +122,8 @@ static void test_old_api_refused(void) {
 static void test_bad_args(void) {
   TPUC_CHECK_ERROR(tpuc_plugin_discover(NULL, 0, NULL, NULL),
                    TPUC_INVALID_ARGUMENT, NULL);
-  TPUC_CHECK_ERROR(tpuc_plugin_load(NULL, NULL, 0, NULL),
-                   TPUC_INVALID_ARGUMENT, NULL);
+  TPUC_CHECK_ERROR(tpuc_plugin_load(NULL, NULL, 0, NULL), TPUC_INVALID_ARGUMENT,
+                   NULL);
   TPUC_CHECK_ERROR(tpuc_plugin_get_info(NULL, NULL), TPUC_INVALID_ARGUMENT,
                    NULL);
 }

@@ -120,8 +120,7 @@ void tpuc_test_free_all(void** p, size_t n) {
   for (size_t i = 0; i < n; ++i) free(p[i]);
 }
 
-int tpuc_test_run_all(const char* file, const tpuc_test_case* cases,
-                      size_t n) {
+int tpuc_test_run_all(const char* file, const tpuc_test_case* cases, size_t n) {
   size_t failed = 0, skipped = 0;
   for (size_t i = 0; i < n; i++) {
     int before = tpuc_test_failures, skips_before = tpuc_test_skips;

@@ -15,64 +15,62 @@ extern int tpuc_test_failures;
 extern int tpuc_test_skips;
 
 /* Skips the current test with a reason (counted and printed). */
-#define TPUC_SKIP(...)                                                     \
-  do {                                                                     \
-    fprintf(stdout, "  skipped: ");                                        \
-    fprintf(stdout, __VA_ARGS__);                                          \
-    fprintf(stdout, "\n");                                                 \
-    tpuc_test_skips++;                                                     \
-    return;                                                                \
+#define TPUC_SKIP(...)              \
+  do {                              \
+    fprintf(stdout, "  skipped: "); \
+    fprintf(stdout, __VA_ARGS__);   \
+    fprintf(stdout, "\n");          \
+    tpuc_test_skips++;              \
+    return;                         \
   } while (0)
 
-#define TPUC_CHECK(cond)                                                   \
-  do {                                                                     \
-    if (!(cond)) {                                                         \
-      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__,    \
-              #cond);                                                      \
-      tpuc_test_failures++;                                                \
-      return;                                                              \
-    }                                                                      \
+#define TPUC_CHECK(cond)                                                       \
+  do {                                                                         \
+    if (!(cond)) {                                                             \
+      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
+      tpuc_test_failures++;                                                    \
+      return;                                                                  \
+    }                                                                          \
   } while (0)
 
 /* Expects a NULL status; prints and frees it otherwise. */
-#define TPUC_CHECK_OK(expr)                                                \
-  do {                                                                     \
-    tpuc_status* st_ = (expr);                                             \
-    if (st_ != NULL) {                                                     \
-      fprintf(stderr, "%s:%d: %s failed: [%s] %s\n", __FILE__, __LINE__,   \
-              #expr, tpuc_status_code_name(tpuc_status_code(st_)),         \
-              tpuc_status_message(st_));                                   \
-      tpuc_status_free(st_);                                               \
-      tpuc_test_failures++;                                                \
-      return;                                                              \
-    }                                                                      \
+#define TPUC_CHECK_OK(expr)                                              \
+  do {                                                                   \
+    tpuc_status* st_ = (expr);                                           \
+    if (st_ != NULL) {                                                   \
+      fprintf(stderr, "%s:%d: %s failed: [%s] %s\n", __FILE__, __LINE__, \
+              #expr, tpuc_status_code_name(tpuc_status_code(st_)),       \
+              tpuc_status_message(st_));                                 \
+      tpuc_status_free(st_);                                             \
+      tpuc_test_failures++;                                              \
+      return;                                                            \
+    }                                                                    \
   } while (0)
 
 /* Expects an error with `code` whose message contains `substr` (may be
  * NULL). Frees the status. */
-#define TPUC_CHECK_ERROR(expr, code, substr)                               \
-  do {                                                                     \
-    tpuc_status* st_ = (expr);                                             \
-    if (st_ == NULL) {                                                     \
-      fprintf(stderr, "%s:%d: %s succeeded, expected %s\n", __FILE__,      \
-              __LINE__, #expr, tpuc_status_code_name(code));               \
-      tpuc_test_failures++;                                                \
-      return;                                                              \
-    }                                                                      \
-    if (tpuc_status_code(st_) != (code) ||                                 \
-        ((substr) != NULL &&                                               \
-         strstr(tpuc_status_message(st_), (substr) ? (substr) : "") ==     \
-             NULL)) {                                                      \
-      fprintf(stderr, "%s:%d: %s: got [%s] %s, expected [%s] ~'%s'\n",     \
-              __FILE__, __LINE__, #expr,                                   \
-              tpuc_status_code_name(tpuc_status_code(st_)),                \
-              tpuc_status_message(st_), tpuc_status_code_name(code),       \
-              (substr) ? (substr) : "");                                   \
-      tpuc_status_free(st_);                                               \
-      tpuc_test_failures++;                                                \
-      return;                                                              \
-    }                                                                      \
-    tpuc_status_free(st_);                                                 \
+#define TPUC_CHECK_ERROR(expr, code, substr)                              \
+  do {                                                                    \
+    tpuc_status* st_ = (expr);                                            \
+    if (st_ == NULL) {                                                    \
+      fprintf(stderr, "%s:%d: %s succeeded, expected %s\n", __FILE__,     \
+              __LINE__, #expr, tpuc_status_code_name(code));              \
+      tpuc_test_failures++;                                               \
+      return;                                                             \
+    }                                                                     \
+    if (tpuc_status_code(st_) != (code) ||                                \
+        ((substr) != NULL && strstr(tpuc_status_message(st_),             \
+                                    (substr) ? (substr) : "") == NULL)) { \
+      fprintf(stderr, "%s:%d: %s: got [%s] %s, expected [%s] ~'%s'\n",    \
+              __FILE__, __LINE__, #expr,                                  \
+              tpuc_status_code_name(tpuc_status_code(st_)),               \
+              tpuc_status_message(st_), tpuc_status_code_name(code),      \
+              (substr) ? (substr) : "");                                  \
+      tpuc_status_free(st_);                                              \
+      tpuc_test_failures++;                                               \
+      return;                                                             \
+    }                                                                     \
+    tpuc_status_free(st_);                                                \
   } while (0)
 
 typedef void (*tpuc_test_fn)(void);
@@ -119,14 +117,13 @@ tpuc_status* tpuc_test_run_module(tpuc_hlo_module* m, const tpuc_test_arg* args,
                                   size_t n, void** outs, size_t nouts);
 void tpuc_test_free_all(void** p, size_t n);
 
-int tpuc_test_run_all(const char* file, const tpuc_test_case* cases,
-                      size_t n);
+int tpuc_test_run_all(const char* file, const tpuc_test_case* cases, size_t n);
 
-#define TPUC_TEST_MAIN(...)                                                \
-  int main(void) {                                                         \
-    static const tpuc_test_case cases_[] = {__VA_ARGS__};                  \
-    return tpuc_test_run_all(__FILE__, cases_,                             \
-                             sizeof cases_ / sizeof cases_[0]);            \
+#define TPUC_TEST_MAIN(...)                                     \
+  int main(void) {                                              \
+    static const tpuc_test_case cases_[] = {__VA_ARGS__};       \
+    return tpuc_test_run_all(__FILE__, cases_,                  \
+                             sizeof cases_ / sizeof cases_[0]); \
   }
 #define TPUC_TEST(fn) \
   { #fn, fn }
