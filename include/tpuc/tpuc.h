@@ -10,5 +10,6 @@
 #include "tpuc/hlo.h"
 #include "tpuc/plugin.h"
 #include "tpuc/status.h"
+#include "tpuc/storage.h"
 
 #endif /* TPUC_TPUC_H_ */

@@ -91,8 +91,11 @@ static tpuc_status* read_devices(tpuc_client* c) {
   c->device_descriptions = calloc(n, sizeof *c->device_descriptions);
   c->device_ids = calloc(n, sizeof *c->device_ids);
   c->device_hw_ids = calloc(n, sizeof *c->device_hw_ids);
+  c->storage_bytes = calloc(n, sizeof *c->storage_bytes);
+  c->storage_peak = calloc(n, sizeof *c->storage_peak);
   if (!c->devices || !c->device_kinds || !c->device_descriptions ||
-      !c->device_ids || !c->device_hw_ids)
+      !c->device_ids || !c->device_hw_ids || !c->storage_bytes ||
+      !c->storage_peak)
     return oom();
   c->num_devices = n;
   for (size_t i = 0; i < n; i++) {
@@ -192,6 +195,8 @@ void tpuc_client_destroy(tpuc_client* c) {
   free(c->device_descriptions);
   free(c->device_ids);
   free(c->device_hw_ids);
+  free(c->storage_bytes);
+  free(c->storage_peak);
   free(c->platform_name);
   free(c->platform_version);
   free(c->pending);

@@ -47,6 +47,10 @@ struct tpuc_client {
   tpuc_status* async_error;
 
   tpuc_cache* cache;
+
+  /* Bytes held by live storages, per device (guarded by mu). */
+  int64_t* storage_bytes;
+  int64_t* storage_peak;
 };
 
 struct tpuc_buffer {
