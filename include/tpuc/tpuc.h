@@ -7,6 +7,7 @@
 #include "tpuc/dtype.h"
 #include "tpuc/event.h"
 #include "tpuc/executable.h"
+#include "tpuc/fallback.h"
 #include "tpuc/hlo.h"
 #include "tpuc/plugin.h"
 #include "tpuc/status.h"
