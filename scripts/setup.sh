@@ -82,11 +82,15 @@ if [[ ! -x "$VENV/bin/python" ]]; then
 fi
 
 stamp="$VENV/.requirements.sha256"
-want="$(sha256sum requirements.txt | cut -d' ' -f1)"
+want="$(cat requirements.txt pyproject.toml | sha256sum | cut -d' ' -f1)"
 have="$(cat "$stamp" 2>/dev/null || true)"
 if [[ "$want" != "$have" ]]; then
   log "installing requirements.txt into .venv"
   "$VENV/bin/python" -m pip install -q --no-deps -r requirements.txt
+  # The tpuc package itself, editable: its torch.backends entry point makes
+  # `import torch` load the tpu device; the binding is built into python/tpuc.
+  log "installing the tpuc package (editable) into .venv"
+  "$VENV/bin/python" -m pip install -q --no-deps --no-build-isolation -e .
   printf '%s\n' "$want" >"$stamp"
 fi
 
@@ -97,7 +101,8 @@ fi
 # --- configure and build --------------------------------------------------------
 site="$("$VENV/bin/python" -c \
   'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
-cmake_args=(-G Ninja "-DTPUC_SITE_PACKAGES=$site" "$@")
+cmake_args=(-G Ninja "-DTPUC_SITE_PACKAGES=$site"
+            "-DTPUC_PYTHON=$VENV/bin/python" "$@")
 
 # Configure when the build dir is new or its arguments changed; otherwise the
 # build re-runs CMake itself when CMakeLists.txt or a globbed dir changes.

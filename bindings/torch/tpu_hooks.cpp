@@ -1,0 +1,145 @@
+// PrivateUse1 hooks (availability, devices, storage resize) and the tpu
+// generator: a counter-based state (seed, offset) per device.
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/GeneratorForPrivateuseone.h>
+#include <ATen/detail/PrivateUse1HooksInterface.h>
+#include <c10/core/GeneratorImpl.h>
+
+#include <cstring>
+#include <mutex>
+#include <vector>
+
+#include "tpu_runtime.h"
+
+namespace tpuc_torch {
+
+void resize_storage(const c10::Storage& storage, size_t nbytes);
+
+namespace {
+
+// Random ops without a native lowering run on the CPU; the tpu generator
+// therefore carries a CPU generator of its own, which the fallback hands to
+// them. Seeding a tpu generator seeds that stream, independently of the
+// CPU's default generator, so the same seed gives the same numbers.
+struct TpuGeneratorImpl final : public c10::GeneratorImpl {
+  explicit TpuGeneratorImpl(c10::DeviceIndex index)
+      : c10::GeneratorImpl(
+            c10::Device(c10::DeviceType::PrivateUse1, index),
+            c10::DispatchKeySet(c10::DispatchKey::PrivateUse1)),
+        cpu_(at::make_generator<at::CPUGeneratorImpl>(kDefaultSeed)) {}
+
+  void set_current_seed(uint64_t seed) override {
+    cpu_.set_current_seed(seed);
+  }
+  void set_offset(uint64_t) override {
+    TORCH_CHECK_NOT_IMPLEMENTED(
+        false, "the tpu generator has no offset (it is not counter-based yet)");
+  }
+  uint64_t get_offset() const override {
+    TORCH_CHECK_NOT_IMPLEMENTED(
+        false, "the tpu generator has no offset (it is not counter-based yet)");
+  }
+  uint64_t current_seed() const override { return cpu_.current_seed(); }
+  uint64_t seed() override { return cpu_.seed(); }
+  void set_state(const c10::TensorImpl& state) override {
+    cpu_.set_state(at::Tensor(c10::intrusive_ptr<c10::TensorImpl>::
+                                  unsafe_reclaim_from_nonowning(
+                                      const_cast<c10::TensorImpl*>(&state))));
+  }
+  c10::intrusive_ptr<c10::TensorImpl> get_state() const override {
+    return cpu_.get_state().getIntrusivePtr();
+  }
+  static c10::DeviceType device_type() { return c10::DeviceType::PrivateUse1; }
+
+  const at::Generator& cpu_generator() const { return cpu_; }
+
+ private:
+  static constexpr uint64_t kDefaultSeed = 67280421310721ULL;
+  TpuGeneratorImpl* clone_impl() const override {
+    auto* g = new TpuGeneratorImpl(device().index());
+    g->cpu_ = cpu_.clone();
+    return g;
+  }
+  at::Generator cpu_;
+};
+
+struct TpuHooks final : public at::PrivateUse1HooksInterface {
+  bool isBuilt() const override { return true; }
+  bool isAvailable() const override {
+    return runtime_ready() && device_count() > 0;
+  }
+  bool hasPrimaryContext(c10::DeviceIndex) const override { return true; }
+  void init() const override { client(); }
+  c10::DeviceIndex deviceCount() const override {
+    return static_cast<c10::DeviceIndex>(device_count());
+  }
+  void setCurrentDevice(c10::DeviceIndex d) const override {
+    set_current_device(d);
+  }
+  c10::DeviceIndex getCurrentDevice() const override {
+    return current_device();
+  }
+  c10::DeviceIndex exchangeDevice(c10::DeviceIndex d) const override {
+    c10::DeviceIndex old = current_device();
+    set_current_device(d);
+    return old;
+  }
+  c10::DeviceIndex maybeExchangeDevice(c10::DeviceIndex d) const override {
+    if (d < 0 || d >= device_count()) return current_device();
+    return exchangeDevice(d);
+  }
+  const at::Generator& getDefaultGenerator(
+      c10::DeviceIndex index) const override {
+    static std::once_flag once;
+    static std::vector<at::Generator> gens;
+    std::call_once(once, [] {
+      for (int i = 0; i < std::max(device_count(), 1); i++)
+        gens.push_back(at::make_generator<TpuGeneratorImpl>(
+            static_cast<c10::DeviceIndex>(i)));
+    });
+    c10::DeviceIndex i = index < 0 ? current_device() : index;
+    TORCH_CHECK_INDEX(i >= 0 && i < static_cast<int>(gens.size()),
+                      "no tpu device ", static_cast<int>(i));
+    return gens[i];
+  }
+  at::Generator getNewGenerator(c10::DeviceIndex index) const override {
+    return at::make_generator<TpuGeneratorImpl>(index < 0 ? current_device()
+                                                          : index);
+  }
+  at::Device getDeviceFromPtr(void*) const override {
+    TORCH_CHECK_NOT_IMPLEMENTED(
+        false, "tpu memory cannot be wrapped from a raw pointer");
+  }
+  bool isPinnedPtr(const void*) const override { return false; }
+  at::Allocator* getPinnedMemoryAllocator() const override {
+    TORCH_CHECK_NOT_IMPLEMENTED(false,
+                                "pinned host memory is not supported by tpu");
+  }
+  void resizePrivateUse1Bytes(const c10::Storage& storage,
+                              size_t newsize) const override {
+    resize_storage(storage, newsize);
+  }
+};
+
+}  // namespace
+
+const at::Generator& default_generator(c10::DeviceIndex index) {
+  return at::detail::getPrivateUse1Hooks().getDefaultGenerator(index);
+}
+
+// The CPU generator that random ops falling back to the CPU use for `gen`
+// (a tpu generator).
+at::Generator cpu_generator_for(const at::Generator& gen) {
+  auto* impl = dynamic_cast<TpuGeneratorImpl*>(gen.unsafeGetGeneratorImpl());
+  TORCH_CHECK(impl != nullptr, "expected a tpu generator, got one for ",
+              gen.device());
+  return impl->cpu_generator();
+}
+
+void register_hooks() {
+  static TpuHooks hooks;
+  static std::once_flag once;
+  std::call_once(once, [] { at::RegisterPrivateUse1HooksInterface(&hooks); });
+}
+
+}  // namespace tpuc_torch

@@ -1,0 +1,244 @@
+// ATen kernels the tpu device must provide itself (allocation, views,
+// copies, resize, scalar reads), and the boxed CPU fallback for every other
+// op. Copies and views are carried out by the C runtime (tpuc/storage.h);
+// the fallback's policy and counts live in C (tpuc/fallback.h).
+#include <ATen/CPUFunctions.h>
+#include <ATen/EmptyTensor.h>
+#include <ATen/NativeFunctions.h>
+#include <ATen/native/CPUFallback.h>
+#include <torch/library.h>
+
+#include "tpu_runtime.h"
+
+namespace tpuc_torch {
+
+void resize_storage(const c10::Storage& storage, size_t nbytes);
+const at::Generator& default_generator(c10::DeviceIndex index);
+at::Generator cpu_generator_for(const at::Generator& gen);
+
+namespace {
+
+constexpr c10::DispatchKeySet kTpuKeys(c10::DispatchKey::PrivateUse1);
+
+void check_options(std::optional<c10::Layout> layout,
+                   std::optional<bool> pin_memory) {
+  TORCH_CHECK(c10::layout_or_default(layout) == c10::Layout::Strided,
+              "tpu tensors are strided; layout ", *layout, " is not supported");
+  TORCH_CHECK(!c10::pinned_memory_or_default(pin_memory),
+              "pin_memory is for CPU tensors only");
+}
+
+at::Tensor empty_memory_format(c10::IntArrayRef size,
+                               std::optional<at::ScalarType> dtype,
+                               std::optional<c10::Layout> layout,
+                               std::optional<c10::Device> device,
+                               std::optional<bool> pin_memory,
+                               std::optional<c10::MemoryFormat> format) {
+  check_options(layout, pin_memory);
+  auto dev = c10::device_or_default(device);
+  to_tpuc_dtype(c10::dtype_or_default(dtype));
+  c10::DeviceGuard guard(dev);
+  return at::detail::empty_generic(size, c10::GetAllocator(dev.type()),
+                                   kTpuKeys, c10::dtype_or_default(dtype),
+                                   format);
+}
+
+at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
+                         std::optional<at::ScalarType> dtype,
+                         std::optional<c10::Layout> layout,
+                         std::optional<c10::Device> device,
+                         std::optional<bool> pin_memory) {
+  check_options(layout, pin_memory);
+  auto dev = c10::device_or_default(device);
+  to_tpuc_dtype(c10::dtype_or_default(dtype));
+  c10::DeviceGuard guard(dev);
+  return at::detail::empty_strided_generic(size, stride,
+                                           c10::GetAllocator(dev.type()),
+                                           kTpuKeys,
+                                           c10::dtype_or_default(dtype));
+}
+
+at::Tensor as_strided(const at::Tensor& self, c10::SymIntArrayRef size,
+                      c10::SymIntArrayRef stride,
+                      std::optional<c10::SymInt> storage_offset) {
+  return at::cpu::as_strided_symint(self, size, stride, storage_offset);
+}
+
+at::Tensor view(const at::Tensor& self, c10::SymIntArrayRef size) {
+  return at::native::view(self, C10_AS_INTARRAYREF_SLOW(size));
+}
+
+at::Tensor reshape_alias(const at::Tensor& self, c10::SymIntArrayRef size,
+                         c10::SymIntArrayRef stride) {
+  return at::native::_reshape_alias(self, C10_AS_INTARRAYREF_SLOW(size),
+                                    C10_AS_INTARRAYREF_SLOW(stride));
+}
+
+// Dense row-major CPU copy of a tpu tensor.
+at::Tensor to_host(const at::Tensor& src) {
+  at::Tensor host = at::empty(src.sizes(), src.options().device(at::kCPU));
+  if (src.numel() > 0) {
+    tpuc_view v = view_of(src);
+    check(tpuc_view_to_host(&v, host.data_ptr(), host.nbytes()));
+  }
+  return host;
+}
+
+// dst (tpu) <- src (tpu or CPU), with dtype conversion and broadcasting.
+void copy_into_tpu(const at::Tensor& dst, const at::Tensor& src) {
+  if (dst.numel() == 0) return;
+  at::Tensor s = src;
+  if (s.is_privateuseone()) {
+    if (s.scalar_type() == dst.scalar_type() && s.sizes() == dst.sizes()) {
+      tpuc_view dv = view_of(dst), sv = view_of(s);
+      check(tpuc_view_copy(&dv, &sv));
+      return;
+    }
+    s = to_host(s);
+  }
+  at::Tensor host = s.to(dst.scalar_type()).expand(dst.sizes()).contiguous();
+  tpuc_view dv = view_of(dst);
+  check(tpuc_view_from_host(&dv, host.data_ptr(), host.nbytes()));
+}
+
+at::Tensor& copy_(at::Tensor& self, const at::Tensor& src, bool) {
+  if (self.is_privateuseone()) {
+    copy_into_tpu(self, src);
+  } else {
+    TORCH_CHECK(src.is_privateuseone(), "copy_: expected a tpu tensor");
+    self.copy_(to_host(src));
+  }
+  return self;
+}
+
+at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst,
+                     bool non_blocking) {
+  at::Tensor d = dst;
+  copy_(d, self, non_blocking);
+  return dst;
+}
+
+const at::Tensor& resize_(const at::Tensor& self, c10::SymIntArrayRef size,
+                          std::optional<c10::MemoryFormat> format) {
+  auto sizes = C10_AS_INTARRAYREF_SLOW(size);
+  for (auto s : sizes)
+    TORCH_CHECK(s >= 0, "Trying to create tensor with negative dimension ", s,
+                ": ", sizes);
+  auto* impl = self.unsafeGetTensorImpl();
+  impl->set_sizes_contiguous(sizes);
+  if (format.has_value() && *format != c10::MemoryFormat::Preserve)
+    impl->empty_tensor_restride(*format);
+  size_t need = at::detail::computeStorageNbytes(
+      sizes, impl->strides(), self.dtype().itemsize(), self.storage_offset());
+  if (need > self.storage().nbytes()) resize_storage(self.storage(), need);
+  return self;
+}
+
+at::Tensor copy_from_and_resize(const at::Tensor& self,
+                                const at::Tensor& dst) {
+  resize_(dst, self.sym_sizes(), std::nullopt);
+  return copy_from(self, dst, false);
+}
+
+at::Scalar local_scalar_dense(const at::Tensor& self) {
+  return to_host(self).item();
+}
+
+at::Tensor& set_storage_offset(at::Tensor& self, at::Storage storage,
+                               int64_t offset, c10::IntArrayRef size,
+                               c10::IntArrayRef stride) {
+  TORCH_CHECK(storage.device().type() == c10::DeviceType::PrivateUse1,
+              "set_: expected a tpu storage, got one on ", storage.device());
+  TORCH_CHECK(offset >= 0, "set_: storage offset must be non-negative");
+  auto* impl = self.unsafeGetTensorImpl();
+  impl->set_storage_keep_dtype(std::move(storage));
+  impl->set_sizes_and_strides(size, stride, offset);
+  size_t need = at::detail::computeStorageNbytes(
+      size, stride, self.dtype().itemsize(), static_cast<size_t>(offset));
+  if (need > self.storage().nbytes()) resize_storage(self.storage(), need);
+  return self;
+}
+
+at::Tensor& set_storage(at::Tensor& self, at::Storage storage) {
+  int64_t n = static_cast<int64_t>(storage.nbytes() / self.dtype().itemsize());
+  return set_storage_offset(self, std::move(storage), 0, {n}, {1});
+}
+
+at::Tensor& set_tensor(at::Tensor& self, const at::Tensor& src) {
+  return set_storage_offset(self, src.storage(), src.storage_offset(),
+                            src.sizes(), src.strides());
+}
+
+at::Tensor& set_empty(at::Tensor& self) {
+  c10::Storage empty(c10::Storage::use_byte_size_t(), 0,
+                     c10::GetAllocator(c10::DeviceType::PrivateUse1), true);
+  return set_storage_offset(self, std::move(empty), 0, {0}, {1});
+}
+
+// Random ops running on the CPU draw from the tpu generator's CPU stream:
+// an explicit tpu generator is swapped for it, and a missing one for the
+// current device's default tpu generator.
+void use_cpu_generators(const c10::OperatorHandle& op,
+                        torch::jit::Stack* stack) {
+  const auto& args = op.schema().arguments();
+  size_t base = stack->size() - args.size();
+  for (size_t i = 0; i < args.size(); i++) {
+    auto type = args[i].type();
+    if (auto opt = type->cast<c10::OptionalType>()) type = opt->getElementType();
+    if (type->kind() != c10::TypeKind::GeneratorType) continue;
+    c10::IValue& v = (*stack)[base + i];
+    if (v.isGenerator()) {
+      at::Generator g = v.toGenerator();
+      if (g.device().is_privateuseone()) v = c10::IValue(cpu_generator_for(g));
+    } else if (v.isNone()) {
+      v = c10::IValue(cpu_generator_for(default_generator(current_device())));
+    }
+  }
+}
+
+void fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const auto& name = op.schema().operator_name();
+  std::string full = name.name;
+  if (!name.overload_name.empty()) full += "." + name.overload_name;
+  tpuc_fallback_mode mode;
+  check(tpuc_fallback_get_mode(&mode));
+  TORCH_CHECK_NOT_IMPLEMENTED(
+      mode != TPUC_FALLBACK_ERROR, "'", full,
+      "' has no native tpu lowering, and TPUC_FALLBACK=error forbids running "
+      "it on the CPU");
+  bool first = false;
+  check(tpuc_fallback_record(full.c_str(), &first));
+  if (first && mode == TPUC_FALLBACK_WARN)
+    TORCH_WARN("tpu: '", full,
+               "' has no native lowering yet and runs on the CPU (inputs "
+               "copied to the host, results copied back). "
+               "tpuc.fallback_report() counts these; TPUC_FALLBACK=error "
+               "makes them raise.");
+  use_cpu_generators(op, stack);
+  at::native::cpu_fallback(op, stack);
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("empty.memory_format", empty_memory_format);
+  m.impl("empty_strided", empty_strided);
+  m.impl("as_strided", as_strided);
+  m.impl("view", view);
+  m.impl("_reshape_alias", reshape_alias);
+  m.impl("resize_", resize_);
+  m.impl("copy_", copy_);
+  m.impl("_copy_from", copy_from);
+  m.impl("_copy_from_and_resize", copy_from_and_resize);
+  m.impl("_local_scalar_dense", local_scalar_dense);
+  m.impl("set_.source_Tensor", set_tensor);
+  m.impl("set_.source_Storage", set_storage);
+  m.impl("set_.source_Storage_storage_offset", set_storage_offset);
+  m.impl("set_", set_empty);
+}
+
+TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&fallback>());
+}
+
+}  // namespace tpuc_torch

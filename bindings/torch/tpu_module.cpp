@@ -1,0 +1,141 @@
+// tpuc._C: the Python entry points of the binding (runtime start-up, device
+// queries, memory statistics, fallback report, compile-cache statistics).
+#include <torch/extension.h>
+
+#include "tpu_runtime.h"
+
+#include <torch/csrc/Generator.h>
+
+namespace tpuc_torch {
+void register_hooks();
+const at::Generator& default_generator(c10::DeviceIndex index);
+}
+
+namespace py = pybind11;
+using namespace tpuc_torch;
+
+namespace {
+
+py::dict plugin_info() {
+  tpuc_plugin* plugin = nullptr;
+  check(tpuc_client_plugin(client(), &plugin));
+  tpuc_plugin_info info;
+  check(tpuc_plugin_get_info(plugin, &info));
+  const char *name = nullptr, *version = nullptr;
+  check(tpuc_client_platform(client(), &name, &version));
+  py::dict d;
+  d["path"] = info.path;
+  d["package"] = info.package;
+  d["package_version"] = info.package_version;
+  d["pjrt_api"] = std::to_string(info.api_major) + "." +
+                  std::to_string(info.api_minor);
+  d["xla_version"] = info.xla_version;
+  d["stablehlo"] = std::to_string(info.stablehlo_current[0]) + "." +
+                   std::to_string(info.stablehlo_current[1]) + "." +
+                   std::to_string(info.stablehlo_current[2]);
+  d["platform"] = name;
+  d["platform_version"] = version;
+  return d;
+}
+
+py::dict device_info(int device) {
+  tpuc_device_info info;
+  check(tpuc_client_device_info(client(), device, &info));
+  tpuc_memory_stats ms;
+  check(tpuc_client_memory_stats(client(), device, &ms));
+  py::dict d;
+  d["kind"] = info.kind;
+  d["description"] = info.description;
+  d["id"] = info.id;
+  d["memory_limit"] = ms.available ? ms.bytes_limit : -1;
+  d["memory_in_use"] = ms.available ? ms.bytes_in_use : -1;
+  return d;
+}
+
+py::dict memory_stats(int device) {
+  int64_t in_use = 0, peak = 0;
+  check(tpuc_storage_bytes(client(), device, &in_use, &peak));
+  py::dict d;
+  d["allocated_bytes.all.current"] = in_use;
+  d["allocated_bytes.all.peak"] = peak;
+  d["reserved_bytes.all.current"] = in_use;
+  d["reserved_bytes.all.peak"] = peak;
+  return d;
+}
+
+py::dict fallback_report() {
+  const tpuc_fallback_entry* e = nullptr;
+  size_t n = 0;
+  check(tpuc_fallback_report(&e, &n));
+  py::dict d;
+  for (size_t i = 0; i < n; i++) d[py::str(e[i].op)] = e[i].count;
+  return d;
+}
+
+py::dict cache_stats() {
+  tpuc_cache_stats s;
+  check(tpuc_cache_get_stats(client(), &s));
+  py::dict d;
+  d["memory_hits"] = s.memory_hits;
+  d["disk_hits"] = s.disk_hits;
+  d["misses"] = s.misses;
+  d["disk_writes"] = s.disk_writes;
+  d["disk_corrupt"] = s.disk_corrupt;
+  d["compile_seconds"] = s.compile_seconds;
+  d["load_seconds"] = s.load_seconds;
+  d["memory_entries"] = s.memory_entries;
+  d["disk_bytes_written"] = s.disk_bytes_written;
+  d["cache_dir"] = tpuc_cache_dir(client());
+  return d;
+}
+
+void set_fallback_mode(const std::string& mode) {
+  if (mode == "warn")
+    tpuc_fallback_set_mode(TPUC_FALLBACK_WARN);
+  else if (mode == "silent")
+    tpuc_fallback_set_mode(TPUC_FALLBACK_SILENT);
+  else if (mode == "error")
+    tpuc_fallback_set_mode(TPUC_FALLBACK_ERROR);
+  else
+    TORCH_CHECK_VALUE(false, "fallback mode must be warn, silent or error, "
+                             "got '", mode, "'");
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "tpuc: PyTorch's tpu device over the PJRT C API";
+  m.def("_init", [](const std::vector<std::string>& site_dirs) {
+    register_hooks();
+    init_runtime(site_dirs);
+  });
+  m.def("_register_hooks", &register_hooks);
+  m.def("_runtime_error", [] { return runtime_error(); });
+  m.def("is_available", [] { return runtime_ready() && device_count() > 0; });
+  m.def("device_count", [] { return device_count(); });
+  m.def("current_device", [] { return static_cast<int>(current_device()); });
+  m.def("set_device", [](int d) {
+    set_current_device(static_cast<c10::DeviceIndex>(d));
+  });
+  m.def("synchronize", [] {
+    py::gil_scoped_release release;
+    check(tpuc_client_synchronize(client()));
+  });
+  m.def("plugin_info", &plugin_info);
+  m.def("device_info", &device_info);
+  m.def("memory_stats", &memory_stats);
+  m.def("reset_peak_memory_stats", [](int d) {
+    check(tpuc_storage_reset_peak(client(), d));
+  });
+  m.def("fallback_report", &fallback_report);
+  m.def("fallback_reset", [] { tpuc_fallback_reset(); });
+  m.def("set_fallback_mode", &set_fallback_mode);
+  m.def("compile_cache_stats", &cache_stats);
+  m.def("default_generator", [](int d) {
+    return py::reinterpret_steal<py::object>(THPGenerator_initDefaultGenerator(
+        default_generator(static_cast<c10::DeviceIndex>(d))));
+  });
+  m.def("compile_cache_clear", [](bool disk) {
+    check(tpuc_cache_clear(client(), disk));
+  });
+}

@@ -1,0 +1,120 @@
+// Process-wide runtime state of the binding and status translation.
+#include "tpu_runtime.h"
+
+#include <c10/util/Exception.h>
+
+#include <mutex>
+
+namespace tpuc_torch {
+namespace {
+
+std::mutex g_mu;
+tpuc_client* g_client = nullptr;
+std::string g_error = "tpuc runtime not initialized";
+thread_local c10::DeviceIndex t_device = 0;
+
+}  // namespace
+
+void check(tpuc_status* st) {
+  if (st == nullptr) return;
+  std::string msg = tpuc_status_message(st);
+  tpuc_code code = tpuc_status_code(st);
+  tpuc_status_free(st);
+  switch (code) {
+    case TPUC_OUT_OF_RANGE:
+      TORCH_CHECK_INDEX(false, msg);
+    case TPUC_RESOURCE_EXHAUSTED:
+      TORCH_CHECK_WITH(OutOfMemoryError, false, "tpu: ", msg);
+    case TPUC_UNIMPLEMENTED:
+      TORCH_CHECK_NOT_IMPLEMENTED(false, msg);
+    default:
+      TORCH_CHECK(false, msg);
+  }
+}
+
+void init_runtime(const std::vector<std::string>& site_dirs) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (g_client != nullptr) return;
+  std::vector<const char*> dirs;
+  for (const auto& d : site_dirs) dirs.push_back(d.c_str());
+  tpuc_plugin* plugin = nullptr;
+  tpuc_status* st =
+      tpuc_plugin_load(nullptr, dirs.data(), dirs.size(), &plugin);
+  if (st == nullptr) st = tpuc_client_create(plugin, nullptr, &g_client);
+  if (st != nullptr) {
+    g_error = tpuc_status_message(st);
+    g_client = nullptr;
+  }
+  check(st);
+  g_error.clear();
+}
+
+bool runtime_ready() { return g_client != nullptr; }
+const std::string& runtime_error() { return g_error; }
+
+tpuc_client* client() {
+  TORCH_CHECK(g_client != nullptr,
+              "the tpu device is not available: ", g_error);
+  return g_client;
+}
+
+int device_count() {
+  if (g_client == nullptr) return 0;
+  int n = 0;
+  check(tpuc_client_device_count(g_client, &n));
+  return n;
+}
+
+tpuc_dtype to_tpuc_dtype(at::ScalarType t) {
+  switch (t) {
+    case at::kBool: return TPUC_DTYPE_PRED;
+    case at::kChar: return TPUC_DTYPE_S8;
+    case at::kShort: return TPUC_DTYPE_S16;
+    case at::kInt: return TPUC_DTYPE_S32;
+    case at::kLong: return TPUC_DTYPE_S64;
+    case at::kByte: return TPUC_DTYPE_U8;
+    case at::kUInt16: return TPUC_DTYPE_U16;
+    case at::kUInt32: return TPUC_DTYPE_U32;
+    case at::kUInt64: return TPUC_DTYPE_U64;
+    case at::kHalf: return TPUC_DTYPE_F16;
+    case at::kBFloat16: return TPUC_DTYPE_BF16;
+    case at::kFloat: return TPUC_DTYPE_F32;
+    case at::kDouble: return TPUC_DTYPE_F64;
+    case at::kComplexFloat: return TPUC_DTYPE_C64;
+    case at::kComplexDouble: return TPUC_DTYPE_C128;
+    default:
+      TORCH_CHECK_TYPE(false, "tpu does not support dtype ", t);
+  }
+}
+
+tpuc_storage* storage_of(const at::Tensor& t) {
+  auto* s = static_cast<tpuc_storage*>(t.storage().data_ptr().get_context());
+  TORCH_CHECK(s != nullptr, "tensor has no tpu storage");
+  return s;
+}
+
+tpuc_view view_of(const at::Tensor& t) {
+  TORCH_CHECK(t.dim() <= TPUC_MAX_RANK, "tpu tensors have at most ",
+              TPUC_MAX_RANK, " dimensions, got ", t.dim());
+  tpuc_view v{};
+  v.storage = storage_of(t);
+  v.dtype = to_tpuc_dtype(t.scalar_type());
+  v.rank = static_cast<int>(t.dim());
+  for (int i = 0; i < v.rank; i++) {
+    v.sizes[i] = t.size(i);
+    v.strides[i] = t.stride(i);
+  }
+  v.offset = t.storage_offset();
+  return v;
+}
+
+c10::DeviceIndex current_device() { return t_device; }
+
+void set_current_device(c10::DeviceIndex index) {
+  TORCH_CHECK(index >= 0 && index < device_count(), "invalid tpu device ",
+              static_cast<int>(index), ": there are ", device_count(),
+              " tpu device(s)");
+  t_device = index;
+}
+
+}  // namespace tpuc_torch

@@ -1,0 +1,37 @@
+// Shared pieces of the thin C++ binding: the process-wide client, status ->
+// exception translation, and PyTorch tensor -> tpuc view description.
+// No tensor semantics live here (see shared/DESIGN.md).
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <string>
+
+#include "tpuc/tpuc.h"
+
+namespace tpuc_torch {
+
+// Creates the client from the plugin found in `site_dirs` (once).
+void init_runtime(const std::vector<std::string>& site_dirs);
+bool runtime_ready();
+// Why the runtime could not start ("" when it did).
+const std::string& runtime_error();
+// The client; raises a RuntimeError if the runtime is not initialized.
+tpuc_client* client();
+int device_count();
+
+// Raises the PyTorch exception that matches the status code, with its
+// message, and frees the status. No-op for NULL.
+void check(tpuc_status* status);
+
+tpuc_dtype to_tpuc_dtype(at::ScalarType type);
+// The tpuc storage behind a tpu tensor.
+tpuc_storage* storage_of(const at::Tensor& tensor);
+// (storage, dtype, sizes, strides, offset) of a tpu tensor.
+tpuc_view view_of(const at::Tensor& tensor);
+
+// Current device of this thread.
+c10::DeviceIndex current_device();
+void set_current_device(c10::DeviceIndex index);
+
+}  // namespace tpuc_torch

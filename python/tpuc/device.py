@@ -1,0 +1,245 @@
+"""The ``torch.tpu`` device module: the ``torch.cuda``-like API libraries
+probe, over the tpuc runtime."""
+
+import contextlib
+import types
+
+import torch
+
+_unavailable = None
+
+
+def _set_unavailable(reason):
+    global _unavailable
+    _unavailable = reason
+
+
+def _C():
+    from . import _C as c
+
+    return c
+
+
+def is_available():
+    if _unavailable is not None:
+        return False
+    return bool(_C().is_available())
+
+
+def unavailable_reason():
+    """Why the device is not available ("" when it is)."""
+    if _unavailable is not None:
+        return _unavailable
+    return _C()._runtime_error()
+
+
+def is_initialized():
+    return is_available()
+
+
+def _lazy_init():
+    if not is_available():
+        raise RuntimeError(f"the tpu device is not available: {unavailable_reason()}")
+
+
+def _is_in_bad_fork():
+    return False
+
+
+def device_count():
+    return int(_C().device_count()) if is_available() else 0
+
+
+def current_device():
+    _lazy_init()
+    return int(_C().current_device())
+
+
+def _index(device):
+    if device is None:
+        return current_device()
+    if isinstance(device, int):
+        return device
+    d = torch.device(device)
+    if d.type != "tpu":
+        raise ValueError(f"expected a tpu device, got {d}")
+    return current_device() if d.index is None else d.index
+
+
+def set_device(device):
+    _lazy_init()
+    _C().set_device(_index(device))
+
+
+class device:
+    """Context manager that changes the current tpu device."""
+
+    def __init__(self, device):
+        self.idx = _index(device) if device is not None else None
+        self.prev = None
+
+    def __enter__(self):
+        if self.idx is not None:
+            self.prev = current_device()
+            set_device(self.idx)
+
+    def __exit__(self, *exc):
+        if self.prev is not None:
+            set_device(self.prev)
+        return False
+
+
+def synchronize(device=None):
+    _lazy_init()
+    _C().synchronize()
+
+
+def get_device_name(device=None):
+    _lazy_init()
+    info = _C().device_info(_index(device))
+    plat = _C().plugin_info()
+    return f"{info['kind']} ({plat['platform']}, PJRT {plat['package'] or plat['path']})"
+
+
+def get_device_properties(device=None):
+    _lazy_init()
+    idx = _index(device)
+    info = _C().device_info(idx)
+    plat = _C().plugin_info()
+    props = types.SimpleNamespace(
+        name=info["kind"],
+        index=idx,
+        platform=plat["platform"],
+        platform_version=plat["platform_version"],
+        plugin=plat["path"],
+        plugin_package=plat["package"],
+        plugin_version=plat["package_version"],
+        pjrt_api=plat["pjrt_api"],
+        xla_version=plat["xla_version"],
+        stablehlo=plat["stablehlo"],
+        total_memory=info["memory_limit"],
+    )
+    return props
+
+
+def is_bf16_supported(including_emulation=True):
+    return is_available()
+
+
+def get_amp_supported_dtype():
+    return [torch.bfloat16, torch.float16]
+
+
+# ----------------------------- memory ------------------------------------
+
+
+def memory_stats(device=None):
+    _lazy_init()
+    return dict(_C().memory_stats(_index(device)))
+
+
+def memory_allocated(device=None):
+    return int(memory_stats(device)["allocated_bytes.all.current"])
+
+
+def max_memory_allocated(device=None):
+    return int(memory_stats(device)["allocated_bytes.all.peak"])
+
+
+def memory_reserved(device=None):
+    return int(memory_stats(device)["reserved_bytes.all.current"])
+
+
+def max_memory_reserved(device=None):
+    return int(memory_stats(device)["reserved_bytes.all.peak"])
+
+
+def reset_peak_memory_stats(device=None):
+    _lazy_init()
+    _C().reset_peak_memory_stats(_index(device))
+
+
+def empty_cache():
+    """tpuc holds no cached blocks: storages free their buffers at once."""
+
+
+def mem_get_info(device=None):
+    """(free, total) bytes where the plugin reports a limit."""
+    _lazy_init()
+    info = _C().device_info(_index(device))
+    total = info["memory_limit"]
+    if total is None or total < 0:
+        raise RuntimeError("the PJRT plugin reports no memory limit for this device")
+    used = info["memory_in_use"]
+    return (total - max(used, 0), total)
+
+
+# ------------------------------ RNG --------------------------------------
+
+
+def default_generator(device=None):
+    """The default torch.Generator of a tpu device."""
+    _lazy_init()
+    return _C().default_generator(_index(device))
+
+
+def manual_seed(seed):
+    """Seeds the current tpu device's default generator."""
+    if is_available():
+        default_generator().manual_seed(int(seed))
+
+
+def manual_seed_all(seed):
+    """Seeds every tpu device's default generator (torch.manual_seed calls
+    this)."""
+    for i in range(device_count()):
+        default_generator(i).manual_seed(int(seed))
+
+
+def seed():
+    """Seeds the current device's generator with a non-deterministic seed."""
+    if is_available():
+        default_generator().seed()
+
+
+def seed_all():
+    for i in range(device_count()):
+        default_generator(i).seed()
+
+
+def initial_seed():
+    return default_generator().initial_seed()
+
+
+def get_rng_state(device="tpu"):
+    return default_generator(device).get_state()
+
+
+def get_rng_state_all():
+    return [get_rng_state(i) for i in range(device_count())]
+
+
+def set_rng_state(new_state, device="tpu"):
+    default_generator(device).set_state(new_state)
+
+
+def set_rng_state_all(new_states):
+    for i, s in enumerate(new_states):
+        set_rng_state(s, i)
+
+
+# ----------------------------- streams -----------------------------------
+
+
+def current_stream(device=None):
+    return torch.Stream(device=torch.device("tpu", _index(device)))
+
+
+@contextlib.contextmanager
+def stream(s):
+    yield s
+
+
+backends = types.ModuleType("torch.backends.tpu")
+backends.is_available = is_available
+backends.is_built = lambda: True
