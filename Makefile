@@ -4,8 +4,9 @@
 #
 #   make / make build   set up and build (build/)
 #   make demo           ... and run build/tpuc_demo
-#   make test           C tests, then ASan+UBSan tests (build-asan/), then
-#                       libFuzzer targets for FUZZ_SECONDS each (build-fuzz/)
+#   make test           C tests, Python tests of the PyTorch device, then
+#                       ASan+UBSan C tests (build-asan/), then libFuzzer
+#                       targets for FUZZ_SECONDS each (build-fuzz/)
 #   make bench          run every build/bench_* (JSON in bench/results/), table
 #   make bench-runtime  run build/bench_runtime only, table
 #   make format         clang-format -i over the C/C++ sources
@@ -27,7 +28,7 @@ FORMAT_DIRS := include src tests fuzz bench demo bindings
 
 export JOBS FUZZ_SECONDS FUZZ_FLAGS
 
-.PHONY: all build setup demo test test-c test-asan test-fuzz bench \
+.PHONY: all build setup demo test test-c test-py test-asan test-fuzz bench \
 	bench-runtime format clean distclean
 
 all: build
@@ -41,11 +42,16 @@ demo: build
 # Stages run in order and stop at the first failure.
 test:
 	$(MAKE) --no-print-directory test-c
+	$(MAKE) --no-print-directory test-py
 	$(MAKE) --no-print-directory test-asan
 	$(MAKE) --no-print-directory test-fuzz
 
 test-c: build
 	ctest --test-dir build --output-on-failure $(CTEST_ARGS)
+
+# The PyTorch device (torch + the binding built by `make build`).
+test-py: build
+	$(PYTHON) -m pytest tests/python -q -p no:cacheprovider $(PYTEST_ARGS)
 
 test-asan:
 	scripts/setup.sh build-asan -DTPUC_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug

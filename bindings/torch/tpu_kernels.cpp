@@ -196,6 +196,45 @@ void use_cpu_generators(const c10::OperatorHandle& op,
   }
 }
 
+// PyTorch's rule for device kernels: every tensor argument is on the same
+// device, except CPU scalars (0-d) and, for indexing ops, CPU indices.
+void check_same_device(const c10::OperatorHandle& op,
+                       const torch::jit::Stack& stack,
+                       const std::string& name) {
+  static const char* const kCpuIndicesAllowed[] = {
+      "aten::index", "aten::index_put", "aten::index_put_",
+      "aten::_index_put_impl_", "aten::_unsafe_index",
+      "aten::_unsafe_index_put"};
+  bool allow_cpu = false;
+  for (const char* n : kCpuIndicesAllowed)
+    allow_cpu |= op.schema().operator_name().name == n;
+  size_t nargs = op.schema().arguments().size();
+  std::optional<c10::Device> seen;
+  auto visit = [&](const at::Tensor& t) {
+    if (!t.defined()) return;
+    if (t.is_cpu() && (t.dim() == 0 || allow_cpu)) return;
+    if (!seen) {
+      seen = t.device();
+      return;
+    }
+    TORCH_CHECK(*seen == t.device(),
+                "Expected all tensors to be on the same device, but found at "
+                "least two devices, ", *seen, " and ", t.device(),
+                "! (when checking arguments for ", name, ")");
+  };
+  for (size_t i = stack.size() - nargs; i < stack.size(); i++) {
+    const c10::IValue& v = stack[i];
+    if (v.isTensor()) {
+      visit(v.toTensor());
+    } else if (v.isTensorList()) {
+      for (const at::Tensor& t : v.toTensorVector()) visit(t);
+    } else if (v.isOptionalTensorList()) {
+      for (std::optional<at::Tensor> t : v.toOptionalTensorList())
+        if (t.has_value()) visit(*t);
+    }
+  }
+}
+
 void fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const auto& name = op.schema().operator_name();
   std::string full = name.name;
@@ -206,6 +245,7 @@ void fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       mode != TPUC_FALLBACK_ERROR, "'", full,
       "' has no native tpu lowering, and TPUC_FALLBACK=error forbids running "
       "it on the CPU");
+  check_same_device(op, *stack, full);
   bool first = false;
   check(tpuc_fallback_record(full.c_str(), &first));
   if (first && mode == TPUC_FALLBACK_WARN)
@@ -218,9 +258,28 @@ void fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   at::native::cpu_fallback(op, stack);
 }
 
+// Lets `module.to("tpu")` (and `param.data = tpu_tensor`) change a CPU
+// tensor into a tpu one in place, as CUDA does: Module._apply then keeps the
+// Parameter objects, so tied weights stay tied.
+bool compatible_shallow_copy(const at::Tensor& self, const at::Tensor& from) {
+  auto kind = [](const at::Tensor& t) {
+    return t.is_cpu() || t.is_privateuseone();
+  };
+  if (kind(self) && kind(from) && self.layout() == c10::kStrided &&
+      from.layout() == c10::kStrided)
+    return true;
+  return self.unsafeGetTensorImpl()->has_compatible_shallow_copy_type(
+      from.key_set());
+}
+
 }  // namespace
 
+TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
+  m.impl("_has_compatible_shallow_copy_type", compatible_shallow_copy);
+}
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_has_compatible_shallow_copy_type", compatible_shallow_copy);
   m.impl("empty.memory_format", empty_memory_format);
   m.impl("empty_strided", empty_strided);
   m.impl("as_strided", as_strided);
