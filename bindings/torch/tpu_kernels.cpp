@@ -296,6 +296,11 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("set_", set_empty);
 }
 
+void cpu_fallback_kernel(const c10::OperatorHandle& op,
+                         torch::jit::Stack* stack) {
+  fallback(op, stack);
+}
+
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&fallback>());
 }

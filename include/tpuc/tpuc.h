@@ -9,6 +9,7 @@
 #include "tpuc/executable.h"
 #include "tpuc/fallback.h"
 #include "tpuc/hlo.h"
+#include "tpuc/ops.h"
 #include "tpuc/plugin.h"
 #include "tpuc/status.h"
 #include "tpuc/storage.h"

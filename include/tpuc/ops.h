@@ -1,0 +1,84 @@
+/* Native ops: PyTorch (ATen) ops lowered to StableHLO in C.
+ *
+ * The binding registers ONE generic boxed kernel for every name in the op
+ * table and marshals each call into tpuc_op_run: tensors as views of their
+ * storages, scalars as values. tpuc_op_run builds one program (read the
+ * views out of their storages, type promotion, broadcasting, the op, write
+ * the result bytes), compiles it through the cache (scalars are program
+ * arguments, so `x * 0.5` and `x * 0.7` share an executable), runs it, and
+ * returns each result as the value of a new contiguous tensor.
+ * UNIMPLEMENTED means "not natively for these arguments": the caller runs
+ * the op on the CPU instead. */
+#ifndef TPUC_OPS_H_
+#define TPUC_OPS_H_
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tpuc/buffer.h"
+#include "tpuc/client.h"
+#include "tpuc/storage.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum tpuc_op_arg_kind {
+  TPUC_OP_ARG_NONE = 0,
+  TPUC_OP_ARG_TENSOR, /* a tensor on the device: `view` */
+  TPUC_OP_ARG_SCALAR, /* a number (a Python scalar or a CPU 0-d tensor) */
+  TPUC_OP_ARG_INT,    /* an int argument of the op (a dim, say) */
+  TPUC_OP_ARG_BOOL,
+} tpuc_op_arg_kind;
+
+typedef enum tpuc_scalar_kind {
+  TPUC_SCALAR_BOOL = 0,
+  TPUC_SCALAR_INT,
+  TPUC_SCALAR_FLOAT,
+} tpuc_scalar_kind;
+
+typedef struct tpuc_op_arg {
+  tpuc_op_arg_kind kind;
+  tpuc_view view;          /* TENSOR */
+  tpuc_scalar_kind scalar; /* SCALAR */
+  /* SCALAR: true when it came from a CPU 0-d tensor that is not a wrapped
+   * Python number (it then promotes like a 0-d tensor of `scalar_dtype`). */
+  bool scalar_is_tensor;
+  tpuc_dtype scalar_dtype; /* SCALAR from a tensor: its dtype */
+  double f;                /* SCALAR float */
+  int64_t i;               /* SCALAR int/bool, INT, BOOL */
+} tpuc_op_arg;
+
+typedef struct tpuc_op_result {
+  tpuc_dtype dtype;
+  int rank;
+  int64_t sizes[TPUC_MAX_RANK];
+  tpuc_buffer* value; /* u8[numel * dtype size], row-major; caller releases */
+} tpuc_op_result;
+
+typedef struct tpuc_op_options {
+  tpuc_dtype default_float; /* torch.get_default_dtype() */
+} tpuc_op_options;
+
+size_t tpuc_op_table_size(void);
+/* Schema name of entry i, e.g. "aten::add.Tensor". */
+const char* tpuc_op_table_name(size_t i);
+/* Index of `name` in the table, or -1. */
+int tpuc_op_find(const char* name);
+
+/* Runs op `index` on `device`. `results` has room for `max_results`. */
+tpuc_status* tpuc_op_run(tpuc_client* client, int device, int index,
+                         const tpuc_op_arg* args, size_t num_args,
+                         const tpuc_op_options* options,
+                         tpuc_op_result* results, size_t max_results,
+                         size_t* num_results);
+
+/* PyTorch's type promotion of two dtypes (torch.promote_types);
+ * TPUC_DTYPE_INVALID where PyTorch has none. */
+tpuc_dtype tpuc_promote_types(tpuc_dtype a, tpuc_dtype b);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TPUC_OPS_H_ */

@@ -1,0 +1,110 @@
+/* Elementwise lowerings: binary arithmetic, comparisons, unary math, where.
+ * PyTorch semantics: result_type promotion, numpy broadcasting, true
+ * division, alpha. */
+#include "ops/ops_internal.h"
+
+#define TRY(expr) TPUC_RETURN_IF_ERROR(expr)
+
+static bool is_value(const op_ctx* c, int i) {
+  return (size_t)i < c->nargs && (c->args[i].kind == TPUC_OP_ARG_TENSOR ||
+                                  c->args[i].kind == TPUC_OP_ARG_SCALAR);
+}
+
+/* self (op) other [* alpha]: param = tpuc_hlo_binary_op | flags. */
+tpuc_status* op_lower_binary(op_ctx* c, int param) {
+  tpuc_hlo_binary_op op = (tpuc_hlo_binary_op)(param & 0xff);
+  if (!is_value(c, 0) || !is_value(c, 1))
+    return tpuc_status_make(TPUC_UNIMPLEMENTED, "unexpected arguments");
+  int which[2] = {0, 1};
+  tpuc_dtype dt;
+  TRY(op_result_type(c, which, 2, &dt));
+  tpuc_dtype compute = dt;
+  if ((param & OP_BINARY_TRUE_DIV) && !tpuc_dtype_is_float(dt))
+    compute = c->opts->default_float;
+  if (dt == TPUC_DTYPE_PRED && (op == TPUC_HLO_SUB || op == TPUC_HLO_DIV))
+    return tpuc_status_make(TPUC_UNIMPLEMENTED, "bool arithmetic runs on the CPU");
+  tpuc_hlo_type shape;
+  TRY(op_broadcast_shape(c, which, 2, &shape));
+  shape.dtype = compute;
+  tpuc_hlo_value a, b;
+  TRY(op_operand(c, 0, compute, &shape, &a));
+  TRY(op_operand(c, 1, compute, &shape, &b));
+  if ((param & OP_BINARY_ALPHA) && is_value(c, 2)) {
+    /* PyTorch refuses a float alpha for integral results: let the CPU say
+     * so. */
+    if (!tpuc_dtype_is_float(compute) &&
+        c->args[2].kind == TPUC_OP_ARG_SCALAR &&
+        c->args[2].scalar == TPUC_SCALAR_FLOAT)
+      return tpuc_status_make(TPUC_UNIMPLEMENTED, "float alpha, integral result");
+    tpuc_hlo_value alpha;
+    TRY(op_operand(c, 2, compute, &shape, &alpha));
+    TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_MUL, b, alpha, &b));
+  }
+  c->nouts = 1;
+  return tpuc_hlo_binary(c->fn, op, a, b, &c->outs[0]);
+}
+
+tpuc_status* op_lower_compare(op_ctx* c, int param) {
+  if (!is_value(c, 0) || !is_value(c, 1))
+    return tpuc_status_make(TPUC_UNIMPLEMENTED, "unexpected arguments");
+  int which[2] = {0, 1};
+  tpuc_dtype dt;
+  TRY(op_result_type(c, which, 2, &dt));
+  tpuc_hlo_type shape;
+  TRY(op_broadcast_shape(c, which, 2, &shape));
+  tpuc_hlo_value a, b;
+  TRY(op_operand(c, 0, dt, &shape, &a));
+  TRY(op_operand(c, 1, dt, &shape, &b));
+  c->nouts = 1;
+  return tpuc_hlo_compare(c->fn, (tpuc_hlo_compare_dir)param, a, b,
+                          &c->outs[0]);
+}
+
+tpuc_status* op_lower_unary(op_ctx* c, int param) {
+  if (c->nargs < 1 || c->args[0].kind != TPUC_OP_ARG_TENSOR)
+    return tpuc_status_make(TPUC_UNIMPLEMENTED, "unexpected arguments");
+  tpuc_dtype dt = c->types[0].dtype;
+  if ((param & OP_UNARY_FLOAT) && !tpuc_dtype_is_float(dt))
+    dt = c->opts->default_float;
+  tpuc_hlo_type shape = c->types[0];
+  shape.dtype = dt;
+  tpuc_hlo_value x;
+  TRY(op_operand(c, 0, dt, &shape, &x));
+  c->nouts = 1;
+  if (param & (OP_UNARY_RELU | OP_UNARY_RECIPROCAL)) {
+    /* max(x, 0) or 1 / x, with the constant broadcast to x's shape. */
+    bool relu = (param & OP_UNARY_RELU) != 0;
+    if (dt == TPUC_DTYPE_PRED)
+      return tpuc_status_make(TPUC_UNIMPLEMENTED, "bool runs on the CPU");
+    tpuc_hlo_value k, kb;
+    TRY(tpuc_hlo_constant_i64(c->fn, dt, relu ? 0 : 1, &k));
+    int64_t none[1];
+    TRY(tpuc_hlo_broadcast_in_dim(c->fn, k, shape.dims, shape.rank, none, &kb));
+    if (relu) return tpuc_hlo_binary(c->fn, TPUC_HLO_MAX, x, kb, &c->outs[0]);
+    return tpuc_hlo_binary(c->fn, TPUC_HLO_DIV, kb, x, &c->outs[0]);
+  }
+  tpuc_hlo_unary_op op = (tpuc_hlo_unary_op)(param & 0xff);
+  if (dt == TPUC_DTYPE_PRED || (op == TPUC_HLO_ABS && tpuc_dtype_is_unsigned_int(dt)))
+    return tpuc_status_make(TPUC_UNIMPLEMENTED, "runs on the CPU for this dtype");
+  return tpuc_hlo_unary(c->fn, op, x, &c->outs[0]);
+}
+
+/* where(condition, self, other) */
+tpuc_status* op_lower_where(op_ctx* c, int param) {
+  (void)param;
+  if (c->nargs < 3 || c->args[0].kind != TPUC_OP_ARG_TENSOR ||
+      c->args[0].view.dtype != TPUC_DTYPE_PRED || !is_value(c, 1) ||
+      !is_value(c, 2))
+    return tpuc_status_make(TPUC_UNIMPLEMENTED, "unexpected arguments");
+  int vals[2] = {1, 2}, all[3] = {0, 1, 2};
+  tpuc_dtype dt;
+  TRY(op_result_type(c, vals, 2, &dt));
+  tpuc_hlo_type shape;
+  TRY(op_broadcast_shape(c, all, 3, &shape));
+  tpuc_hlo_value p, a, b;
+  TRY(op_operand(c, 0, TPUC_DTYPE_PRED, &shape, &p));
+  TRY(op_operand(c, 1, dt, &shape, &a));
+  TRY(op_operand(c, 2, dt, &shape, &b));
+  c->nouts = 1;
+  return tpuc_hlo_select(c->fn, p, a, b, &c->outs[0]);
+}

@@ -1,0 +1,140 @@
+"""Ops with a native C lowering (tpuc/ops.h) run on the device without the
+CPU fallback and agree with the CPU: dtypes, promotion, broadcasting, views,
+scalars; scalar values do not create new executables."""
+
+import pytest
+import torch
+
+import tpuc
+
+FLOAT = [torch.float32, torch.float64, torch.bfloat16, torch.float16]
+INT = [torch.int32, torch.int64, torch.int8, torch.uint8]
+
+
+def make(shape, dtype):
+    if dtype == torch.bool:
+        return torch.rand(shape) > 0.5
+    if dtype.is_floating_point:
+        return torch.randn(shape).to(dtype)
+    return torch.randint(-5 if dtype != torch.uint8 else 0, 9, shape).to(dtype)
+
+
+def check_native(fn, *args, exact=False):
+    tpuc.fallback_reset()
+    cpu = fn(*args)
+    dev = fn(*[a.to("tpu") if isinstance(a, torch.Tensor) else a for a in args])
+    assert dev.device.type == "tpu"
+    assert dev.dtype == cpu.dtype, (dev.dtype, cpu.dtype)
+    assert dev.shape == cpu.shape
+    if exact:
+        assert torch.equal(dev.cpu(), cpu)
+    else:
+        torch.testing.assert_close(dev.cpu(), cpu)
+    assert tpuc.fallback_report() == {}, tpuc.fallback_report()
+
+
+@pytest.mark.parametrize("dtype", FLOAT + INT, ids=str)
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "maximum", "minimum"])
+def test_binary_same_dtype(op, dtype):
+    a, b = make((3, 4), dtype), make((3, 4), dtype)
+    check_native(getattr(torch, op), a, b, exact=not dtype.is_floating_point)
+
+
+@pytest.mark.parametrize("dtype", FLOAT + INT, ids=str)
+def test_true_division(dtype):
+    a, b = make((5,), dtype), make((5,), dtype)
+    if not dtype.is_floating_point:
+        b = torch.where(b == 0, torch.ones_like(b), b)
+    check_native(torch.div, a, b)
+
+
+def test_promotion_and_broadcasting():
+    check_native(torch.add, make((2, 1, 3), torch.int32), make((4, 1), torch.float16))
+    check_native(torch.mul, make((3,), torch.uint8), make((2, 3), torch.int8), exact=True)
+    check_native(torch.add, make((3,), torch.bfloat16), make((3,), torch.float16))
+    check_native(lambda a: a * 2.5, make((3,), torch.int64))
+    check_native(lambda a: a + 3, make((3,), torch.float16))
+    check_native(lambda a, b: a * b, make((3,), torch.float16), torch.tensor(2.0, dtype=torch.float64))
+    check_native(lambda a: torch.add(a, a, alpha=2), make((4,), torch.int64), exact=True)
+    check_native(lambda a: a - 1.5, make((2, 2), torch.float32))
+    check_native(lambda a: 7 / a, make((3,), torch.float32))
+
+
+@pytest.mark.parametrize("op", ["eq", "ne", "lt", "le", "gt", "ge"])
+def test_comparisons(op):
+    a, b = make((4, 3), torch.float32), make((3,), torch.float32)
+    check_native(getattr(torch, op), a, b, exact=True)
+    check_native(lambda x: getattr(torch, op)(x, 0.25), a, exact=True)
+    check_native(lambda x, y: getattr(torch, op)(x, y), make((5,), torch.int32),
+                 make((5,), torch.int64), exact=True)
+
+
+@pytest.mark.parametrize("op", ["neg", "abs", "exp", "log", "sqrt", "rsqrt", "tanh",
+                                "sigmoid", "sin", "cos", "relu"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64], ids=str)
+def test_unary(op, dtype):
+    x = make((3, 5), dtype)
+    if op in ("log", "sqrt", "rsqrt"):
+        x = x.abs() + 1
+    check_native(getattr(torch, op), x)
+
+
+def test_views_as_inputs():
+    x = torch.randn(6, 8)
+    check_native(lambda a: a.t() * 2, x)
+    check_native(lambda a: a[1:5:2, ::3] + a[0:2, 0:3], x)
+    check_native(lambda a: a.expand(3, 6, 8) - a, x)
+    check_native(lambda a: a[2] * a[:, 3:4], x)
+    check_native(lambda a: torch.exp(a.as_strided((3, 3), (1, 8), 5)), x)
+    b = torch.rand(4) > 0.5
+    check_native(lambda m, a: torch.where(m, a, -a), b, torch.randn(3, 4))
+    check_native(lambda a: a.view(torch.int32) + 1, torch.randn(4), exact=True)
+
+
+def test_scalars_and_empty():
+    check_native(lambda a: a + a, torch.tensor(3.0))
+    check_native(lambda a: a * 2, torch.empty(0, 3))
+    check_native(lambda a, b: a + b, torch.empty(2, 0), torch.empty(1, 0))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16], ids=str)
+def test_matmul(dtype):
+    a, b = make((3, 5), dtype), make((5, 4), dtype)
+    check_native(torch.mm, a, b)
+    check_native(torch.mm, a, b.t().contiguous().t())
+    check_native(torch.bmm, make((2, 3, 5), dtype), make((2, 5, 2), dtype))
+
+
+def test_matmul_errors_match_cpu():
+    a = torch.randn(3, 5, device="tpu")
+    with pytest.raises(RuntimeError, match="cannot be multiplied"):
+        torch.mm(a, torch.randn(4, 2, device="tpu"))
+    with pytest.raises(RuntimeError, match="same dtype"):
+        torch.mm(a, torch.randn(5, 2, device="tpu", dtype=torch.float64))
+    with pytest.raises(RuntimeError, match="must match the size"):
+        a + torch.randn(4, device="tpu")
+
+
+def test_scalar_values_share_an_executable():
+    x = torch.randn(7, 3, device="tpu")
+    (x * 0.5).cpu()
+    before = tpuc._C.compile_cache_stats()
+    for v in (0.7, 1.9, -3.0):
+        (x * v).cpu()
+    after = tpuc._C.compile_cache_stats()
+    assert after["misses"] == before["misses"]
+    assert after["memory_hits"] >= before["memory_hits"] + 3
+    torch.testing.assert_close((x * 0.7).cpu(), x.cpu() * 0.7)
+
+
+def test_unsupported_cases_fall_back_correctly():
+    tpuc.fallback_reset()
+    a = torch.tensor([True, False], device="tpu")
+    with pytest.raises(RuntimeError, match="Subtraction"):
+        a - a
+    i = torch.arange(4, device="tpu")
+    with pytest.raises(RuntimeError, match="alpha"):
+        torch.add(i, i, alpha=0.5)
+    c = torch.randn(3, dtype=torch.complex64)
+    torch.testing.assert_close((c.tpu() * 2).cpu(), c * 2)
+    assert "aten::mul.Tensor" in tpuc.fallback_report()
