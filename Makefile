@@ -29,7 +29,7 @@ FORMAT_DIRS := include src tests fuzz bench demo bindings
 export JOBS FUZZ_SECONDS FUZZ_FLAGS
 
 .PHONY: all build setup demo test test-c test-py test-asan test-fuzz bench \
-	bench-runtime format clean distclean
+	bench-runtime bench-device format clean distclean
 
 all: build
 
@@ -69,6 +69,12 @@ bench: build
 	  echo "== $$b"; \
 	  TPUC_BENCH_RESULTS_DIR="$(CURDIR)/$(BENCH_RESULTS)" "$$b"; \
 	done
+	TPUC_BENCH_RESULTS_DIR="$(CURDIR)/$(BENCH_RESULTS)" $(PYTHON) bench/bench_device.py
+	$(PYTHON) scripts/bench_table.py $(BENCH_RESULTS)
+
+bench-device: build
+	mkdir -p $(BENCH_RESULTS)
+	TPUC_BENCH_RESULTS_DIR="$(CURDIR)/$(BENCH_RESULTS)" $(PYTHON) bench/bench_device.py
 	$(PYTHON) scripts/bench_table.py $(BENCH_RESULTS)
 
 bench-runtime: build

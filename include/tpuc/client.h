@@ -62,6 +62,15 @@ typedef struct tpuc_memory_stats {
 tpuc_status* tpuc_client_memory_stats(tpuc_client* client, int device,
                                       tpuc_memory_stats* out);
 
+/* Calls `fn(client, user_data)` when the client is being destroyed, before
+ * its executables go (layers above keep per-client caches this way). Each
+ * (fn, user_data) pair is registered once; later registrations are
+ * ignored. */
+typedef void (*tpuc_client_destroy_fn)(tpuc_client* client, void* user_data);
+tpuc_status* tpuc_client_on_destroy(tpuc_client* client,
+                                    tpuc_client_destroy_fn fn,
+                                    void* user_data);
+
 /* Waits for every execution and transfer issued so far on this client.
  * Returns the first error raised by asynchronous work since the previous
  * synchronize, naming the program that caused it; the error is then

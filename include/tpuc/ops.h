@@ -74,6 +74,10 @@ tpuc_status* tpuc_op_run(tpuc_client* client, int device, int index,
                          tpuc_op_result* results, size_t max_results,
                          size_t* num_results);
 
+/* Forgets the per-call programs remembered for `client` (all when NULL);
+ * call before destroying a client that ran ops. */
+void tpuc_op_cache_clear(tpuc_client* client);
+
 /* PyTorch's type promotion of two dtypes (torch.promote_types);
  * TPUC_DTYPE_INVALID where PyTorch has none. */
 tpuc_dtype tpuc_promote_types(tpuc_dtype a, tpuc_dtype b);

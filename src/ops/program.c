@@ -1,9 +1,11 @@
 /* The generic native-op path: one program per call that reads each tensor
  * argument out of its storage, runs the op's lowering, and writes each
  * result as bytes; compiled through the cache and executed (tpuc/ops.h). */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/fingerprint.h"
 #include "ops/ops_internal.h"
 
 #define TRY(expr) TPUC_RETURN_IF_ERROR(expr)
@@ -183,6 +185,161 @@ int tpuc_op_find(const char* name) {
   return -1;
 }
 
+/* ------------------------- per-call program cache ------------------------ */
+
+/* Calls with the same op, argument kinds, dtypes, shapes, strides, offsets
+ * and storage sizes (never scalar values) run the same program: the
+ * executable is remembered per such key, so repeated calls skip building
+ * and printing the module. */
+typedef struct {
+  char* key;
+  size_t key_len;
+  tpuc_fingerprint fp;
+  tpuc_client* client;
+  tpuc_executable* exe;
+  size_t nouts;
+  tpuc_hlo_type out_types[OP_MAX_OUTS];
+} prog_entry;
+
+static pthread_mutex_t g_prog_mu = PTHREAD_MUTEX_INITIALIZER;
+static prog_entry* g_progs = NULL;
+static size_t g_progs_cap = 0, g_progs_count = 0;
+
+typedef struct {
+  char buf[2048];
+  size_t len;
+  bool overflow;
+} keybuf;
+
+static void key_put(keybuf* k, const void* p, size_t n) {
+  if (k->len + n > sizeof k->buf) {
+    k->overflow = true;
+    return;
+  }
+  memcpy(k->buf + k->len, p, n);
+  k->len += n;
+}
+
+static void make_key(int index, const tpuc_op_arg* args, size_t nargs,
+                     const tpuc_op_options* o, keybuf* k) {
+  k->len = 0;
+  k->overflow = false;
+  key_put(k, &index, sizeof index);
+  key_put(k, &o->default_float, sizeof o->default_float);
+  for (size_t i = 0; i < nargs; i++) {
+    const tpuc_op_arg* a = &args[i];
+    key_put(k, &a->kind, sizeof a->kind);
+    if (a->kind == TPUC_OP_ARG_TENSOR) {
+      size_t nbytes = tpuc_storage_nbytes(a->view.storage);
+      key_put(k, &a->view.dtype, sizeof a->view.dtype);
+      key_put(k, &a->view.rank, sizeof a->view.rank);
+      key_put(k, a->view.sizes, sizeof(int64_t) * (size_t)a->view.rank);
+      key_put(k, a->view.strides, sizeof(int64_t) * (size_t)a->view.rank);
+      key_put(k, &a->view.offset, sizeof a->view.offset);
+      key_put(k, &nbytes, sizeof nbytes);
+    } else if (a->kind == TPUC_OP_ARG_SCALAR) {
+      key_put(k, &a->scalar, sizeof a->scalar);
+      key_put(k, &a->scalar_is_tensor, sizeof a->scalar_is_tensor);
+      key_put(k, &a->scalar_dtype, sizeof a->scalar_dtype);
+    } else if (a->kind == TPUC_OP_ARG_INT || a->kind == TPUC_OP_ARG_BOOL) {
+      key_put(k, &a->i, sizeof a->i);
+    }
+  }
+}
+
+/* Finds the entry; returns it with its executable retained, or NULL. */
+static prog_entry* prog_find(tpuc_client* client, const keybuf* k,
+                             tpuc_fingerprint fp, prog_entry* copy) {
+  prog_entry* hit = NULL;
+  pthread_mutex_lock(&g_prog_mu);
+  if (g_progs_cap > 0) {
+    size_t mask = g_progs_cap - 1;
+    for (size_t i = (size_t)fp.lo & mask; g_progs[i].key; i = (i + 1) & mask) {
+      prog_entry* e = &g_progs[i];
+      if (e->fp.lo == fp.lo && e->fp.hi == fp.hi && e->client == client &&
+          e->key_len == k->len && memcmp(e->key, k->buf, k->len) == 0) {
+        *copy = *e;
+        tpuc_executable_retain(e->exe);
+        hit = copy;
+        break;
+      }
+    }
+  }
+  pthread_mutex_unlock(&g_prog_mu);
+  return hit;
+}
+
+static void on_client_destroy(tpuc_client* client, void* user) {
+  (void)user;
+  tpuc_op_cache_clear(client);
+}
+
+static void prog_insert(tpuc_client* client, const keybuf* k,
+                        tpuc_fingerprint fp, tpuc_executable* exe, size_t nouts,
+                        const tpuc_hlo_type* types) {
+  pthread_mutex_lock(&g_prog_mu);
+  if ((g_progs_count + 1) * 2 > g_progs_cap) {
+    size_t cap = g_progs_cap ? g_progs_cap * 2 : 256;
+    prog_entry* grown = calloc(cap, sizeof *grown);
+    if (grown == NULL) {
+      pthread_mutex_unlock(&g_prog_mu);
+      return;
+    }
+    for (size_t i = 0; i < g_progs_cap; i++) {
+      if (g_progs[i].key == NULL) continue;
+      size_t j = (size_t)g_progs[i].fp.lo & (cap - 1);
+      while (grown[j].key) j = (j + 1) & (cap - 1);
+      grown[j] = g_progs[i];
+    }
+    free(g_progs);
+    g_progs = grown;
+    g_progs_cap = cap;
+  }
+  char* key = malloc(k->len);
+  if (key != NULL) {
+    memcpy(key, k->buf, k->len);
+    size_t j = (size_t)fp.lo & (g_progs_cap - 1);
+    while (g_progs[j].key) j = (j + 1) & (g_progs_cap - 1);
+    prog_entry* e = &g_progs[j];
+    e->key = key;
+    e->key_len = k->len;
+    e->fp = fp;
+    e->client = client;
+    e->exe = exe;
+    tpuc_executable_retain(exe);
+    e->nouts = nouts;
+    memcpy(e->out_types, types, sizeof(tpuc_hlo_type) * nouts);
+    g_progs_count++;
+  }
+  pthread_mutex_unlock(&g_prog_mu);
+}
+
+void tpuc_op_cache_clear(tpuc_client* client) {
+  pthread_mutex_lock(&g_prog_mu);
+  /* Rebuild the table without the client's entries. */
+  prog_entry* old = g_progs;
+  size_t cap = g_progs_cap;
+  g_progs = NULL;
+  g_progs_cap = g_progs_count = 0;
+  pthread_mutex_unlock(&g_prog_mu);
+  for (size_t i = 0; i < cap; i++) {
+    if (old[i].key == NULL) continue;
+    if (client == NULL || old[i].client == client) {
+      tpuc_executable_release(old[i].exe);
+      free(old[i].key);
+    } else {
+      keybuf k;
+      memcpy(k.buf, old[i].key, old[i].key_len);
+      k.len = old[i].key_len;
+      prog_insert(old[i].client, &k, old[i].fp, old[i].exe, old[i].nouts,
+                  old[i].out_types);
+      tpuc_executable_release(old[i].exe);
+      free(old[i].key);
+    }
+  }
+  free(old);
+}
+
 /* --------------------------------- run --------------------------------- */
 
 typedef struct {
@@ -195,56 +352,67 @@ static void release_inputs(run_inputs* r) {
   r->nin = 0;
 }
 
-/* Declares argument i of the op as @main arguments; collects their buffers. */
-static tpuc_status* bind_arg(op_ctx* c, tpuc_client* client, int device,
-                             size_t i, run_inputs* r) {
-  const tpuc_op_arg* a = &c->args[i];
+/* The buffers the program takes for argument `a`: its storage's value, or
+ * the scalar as a rank-0 f64/i64 buffer. */
+static tpuc_status* collect_input(const tpuc_op_arg* a, size_t i,
+                                  tpuc_client* client, int device,
+                                  run_inputs* r) {
   if (a->kind == TPUC_OP_ARG_TENSOR) {
     TRY(tpuc_view_check(&a->view));
     if (tpuc_storage_device(a->view.storage) != device)
       return tpuc_status_make(TPUC_INVALID_ARGUMENT,
                               "argument %zu is on device %d, the op runs on %d",
                               i, tpuc_storage_device(a->view.storage), device);
+    TRY(tpuc_storage_value(a->view.storage, &r->in[r->nin]));
+    r->nin++;
+  } else if (a->kind == TPUC_OP_ARG_SCALAR) {
+    bool is_float = a->scalar == TPUC_SCALAR_FLOAT;
+    TRY(tpuc_buffer_from_host(client, device,
+                              is_float ? TPUC_DTYPE_F64 : TPUC_DTYPE_S64, NULL,
+                              0,
+                              is_float ? (const void*)&a->f
+                                       : (const void*)&a->i,
+                              NULL, &r->in[r->nin]));
+    r->nin++;
+  }
+  return NULL;
+}
+
+/* Declares argument i as @main arguments and reads its value. */
+static tpuc_status* declare_arg(op_ctx* c, size_t i) {
+  const tpuc_op_arg* a = &c->args[i];
+  if (a->kind == TPUC_OP_ARG_TENSOR) {
+    TRY(tpuc_view_check(&a->view));
     int64_t nbytes = (int64_t)tpuc_storage_nbytes(a->view.storage);
     tpuc_hlo_type st = tpuc_hlo_type_make(TPUC_DTYPE_U8, &nbytes, 1);
     tpuc_hlo_value sv;
     TRY(tpuc_hlo_arg(c->fn, &st, &sv));
     TRY(read_view(c->fn, &a->view, sv, &c->vals[i]));
     c->types[i] = tpuc_hlo_type_make(a->view.dtype, a->view.sizes, a->view.rank);
-    TRY(tpuc_storage_value(a->view.storage, &r->in[r->nin]));
-    r->nin++;
   } else if (a->kind == TPUC_OP_ARG_SCALAR) {
     bool is_float = a->scalar == TPUC_SCALAR_FLOAT;
-    tpuc_dtype d = is_float ? TPUC_DTYPE_F64 : TPUC_DTYPE_S64;
-    tpuc_hlo_type st = tpuc_hlo_type_scalar(d);
+    tpuc_hlo_type st =
+        tpuc_hlo_type_scalar(is_float ? TPUC_DTYPE_F64 : TPUC_DTYPE_S64);
     TRY(tpuc_hlo_arg(c->fn, &st, &c->vals[i]));
     c->types[i] = st;
-    if (!is_float && a->scalar == TPUC_SCALAR_BOOL) c->types[i].dtype = TPUC_DTYPE_S64;
-    TRY(tpuc_buffer_from_host(client, device, d, NULL, 0,
-                              is_float ? (const void*)&a->f : (const void*)&a->i,
-                              NULL, &r->in[r->nin]));
-    r->nin++;
   } else {
     c->vals[i] = -1;
   }
   return NULL;
 }
 
-static tpuc_status* build_and_run(tpuc_client* client, int device,
-                                  const op_entry* e, op_ctx* c,
-                                  tpuc_op_result* results, size_t max_results,
-                                  size_t* num_results) {
+/* Builds, prints and compiles the program of one call. */
+static tpuc_status* build_program(tpuc_client* client, const op_entry* e,
+                                  op_ctx* c, tpuc_executable** exe,
+                                  tpuc_hlo_type* out_types) {
   tpuc_hlo_module* m = NULL;
   TRY(tpuc_hlo_module_create("tpuc_op", &m));
-  run_inputs r = {{0}, 0};
   tpuc_status* st = tpuc_hlo_main(m, &c->fn);
-  for (size_t i = 0; st == NULL && i < c->nargs; i++)
-    st = bind_arg(c, client, device, i, &r);
+  for (size_t i = 0; st == NULL && i < c->nargs; i++) st = declare_arg(c, i);
   if (st == NULL) st = e->lower(c, e->param);
-  if (st == NULL && (c->nouts == 0 || c->nouts > max_results))
+  if (st == NULL && (c->nouts == 0 || c->nouts > OP_MAX_OUTS))
     st = tpuc_status_make(TPUC_INTERNAL, "%s produced %zu results", e->name,
                           c->nouts);
-  tpuc_hlo_type out_types[OP_MAX_OUTS];
   tpuc_hlo_value bytes[OP_MAX_OUTS];
   for (size_t k = 0; st == NULL && k < c->nouts; k++) {
     st = tpuc_hlo_value_type(c->fn, c->outs[k], &out_types[k]);
@@ -255,24 +423,9 @@ static tpuc_status* build_and_run(tpuc_client* client, int device,
   size_t len = 0;
   if (st == NULL) st = tpuc_hlo_module_print(m, &text, &len);
   tpuc_hlo_module_destroy(m);
-  tpuc_executable* exe = NULL;
-  if (st == NULL) st = tpuc_compile(client, text, len, NULL, &exe, NULL);
+  if (st == NULL) st = tpuc_compile(client, text, len, NULL, exe, NULL);
   free(text);
-  tpuc_buffer* outs[OP_MAX_OUTS] = {0};
-  if (st == NULL)
-    st = tpuc_execute(exe, device, r.in, r.nin, NULL, outs, c->nouts);
-  tpuc_executable_release(exe);
-  release_inputs(&r);
-  if (st != NULL) return tpuc_status_annotate(st, "%s", e->name);
-  for (size_t k = 0; k < c->nouts; k++) {
-    results[k].dtype = out_types[k].dtype;
-    results[k].rank = out_types[k].rank;
-    memcpy(results[k].sizes, out_types[k].dims,
-           sizeof(int64_t) * (size_t)out_types[k].rank);
-    results[k].value = outs[k];
-  }
-  *num_results = c->nouts;
-  return NULL;
+  return st;
 }
 
 tpuc_status* tpuc_op_run(tpuc_client* client, int device, int index,
@@ -289,11 +442,56 @@ tpuc_status* tpuc_op_run(tpuc_client* client, int device, int index,
     return tpuc_status_make(TPUC_INVALID_ARGUMENT, "no op %d in the table", index);
   if (num_args > OP_MAX_ARGS)
     return unimpl("too many arguments for the native path");
-  op_ctx c;
-  memset(&c, 0, sizeof c);
-  c.args = args;
-  c.nargs = num_args;
-  c.opts = options;
-  return build_and_run(client, device, e, &c, results, max_results,
-                       num_results);
+  keybuf key;
+  make_key(index, args, num_args, options, &key);
+  tpuc_fingerprint zero = {0, 0};
+  tpuc_fingerprint fp = tpuc_fingerprint_bytes(zero, key.buf, key.len);
+  prog_entry hit;
+  tpuc_executable* exe = NULL;
+  size_t nouts = 0;
+  tpuc_hlo_type out_types[OP_MAX_OUTS];
+  if (!key.overflow && prog_find(client, &key, fp, &hit) != NULL) {
+    exe = hit.exe;
+    nouts = hit.nouts;
+    memcpy(out_types, hit.out_types, sizeof(tpuc_hlo_type) * nouts);
+  } else {
+    op_ctx c;
+    memset(&c, 0, sizeof c);
+    c.args = args;
+    c.nargs = num_args;
+    c.opts = options;
+    tpuc_status* st = build_program(client, e, &c, &exe, out_types);
+    if (st != NULL) return tpuc_status_annotate(st, "%s", e->name);
+    nouts = c.nouts;
+    if (!key.overflow) {
+      tpuc_status* reg = tpuc_client_on_destroy(client, on_client_destroy, NULL);
+      if (reg == NULL)
+        prog_insert(client, &key, fp, exe, nouts, out_types);
+      tpuc_status_free(reg);
+    }
+  }
+  if (nouts > max_results) {
+    tpuc_executable_release(exe);
+    return tpuc_status_make(TPUC_INVALID_ARGUMENT,
+                            "%s has %zu results, room for %zu", e->name, nouts,
+                            max_results);
+  }
+  run_inputs r = {{0}, 0};
+  tpuc_status* st = NULL;
+  for (size_t i = 0; st == NULL && i < num_args; i++)
+    st = collect_input(&args[i], i, client, device, &r);
+  tpuc_buffer* outs[OP_MAX_OUTS] = {0};
+  if (st == NULL) st = tpuc_execute(exe, device, r.in, r.nin, NULL, outs, nouts);
+  tpuc_executable_release(exe);
+  release_inputs(&r);
+  if (st != NULL) return tpuc_status_annotate(st, "%s", e->name);
+  for (size_t k = 0; k < nouts; k++) {
+    results[k].dtype = out_types[k].dtype;
+    results[k].rank = out_types[k].rank;
+    memcpy(results[k].sizes, out_types[k].dims,
+           sizeof(int64_t) * (size_t)out_types[k].rank);
+    results[k].value = outs[k];
+  }
+  *num_results = nouts;
+  return NULL;
 }

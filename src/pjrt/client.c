@@ -1,5 +1,6 @@
 /* PJRT client: creation, devices, memory statistics, synchronization. */
 #define _GNU_SOURCE
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -175,9 +176,34 @@ tpuc_status* tpuc_client_create(tpuc_plugin* plugin,
   return NULL;
 }
 
+tpuc_status* tpuc_client_on_destroy(tpuc_client* c, tpuc_client_destroy_fn fn,
+                                    void* user) {
+  if (c == NULL || fn == NULL)
+    return tpuc_status_make(TPUC_INVALID_ARGUMENT, "client or fn is NULL");
+  tpuc_status* st = NULL;
+  pthread_mutex_lock(&c->mu);
+  bool known = false;
+  for (size_t i = 0; i < c->num_on_destroy; i++)
+    known |= c->on_destroy[i].fn == fn && c->on_destroy[i].user == user;
+  if (!known) {
+    if (c->num_on_destroy == sizeof c->on_destroy / sizeof c->on_destroy[0]) {
+      st = tpuc_status_make(TPUC_RESOURCE_EXHAUSTED,
+                            "too many client destroy callbacks");
+    } else {
+      c->on_destroy[c->num_on_destroy].fn = fn;
+      c->on_destroy[c->num_on_destroy].user = user;
+      c->num_on_destroy++;
+    }
+  }
+  pthread_mutex_unlock(&c->mu);
+  return st;
+}
+
 void tpuc_client_destroy(tpuc_client* c) {
   if (c == NULL) return;
   if (c->pjrt != NULL) tpuc_status_free(tpuc_client_synchronize(c));
+  for (size_t i = c->num_on_destroy; i > 0; i--)
+    c->on_destroy[i - 1].fn(c, c->on_destroy[i - 1].user);
   tpuc_cache_destroy(c->cache);
   if (c->pjrt != NULL) {
     PJRT_Client_Destroy_Args args = {0};

@@ -48,6 +48,13 @@ struct tpuc_client {
 
   tpuc_cache* cache;
 
+  /* Destroy callbacks (guarded by mu). */
+  struct {
+    tpuc_client_destroy_fn fn;
+    void* user;
+  } on_destroy[8];
+  size_t num_on_destroy;
+
   /* Bytes held by live storages, per device (guarded by mu). */
   int64_t* storage_bytes;
   int64_t* storage_peak;

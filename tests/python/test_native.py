@@ -123,7 +123,7 @@ def test_scalar_values_share_an_executable():
         (x * v).cpu()
     after = tpuc._C.compile_cache_stats()
     assert after["misses"] == before["misses"]
-    assert after["memory_hits"] >= before["memory_hits"] + 3
+    assert after["memory_entries"] == before["memory_entries"]
     torch.testing.assert_close((x * 0.7).cpu(), x.cpu() * 0.7)
 
 
