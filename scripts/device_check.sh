@@ -16,7 +16,8 @@ export TPUC_SITE_PACKAGES="$SITE"
 nvidia-smi -L 2>/dev/null || true
 ls "$SITE" | grep -iE '^(jax|libtpu|xla)' || true
 if ! { cmake -S . -B build-device -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-         -DTPUC_SITE_PACKAGES="$SITE" && cmake --build build-device -j "$(nproc)"; } \
+         -DTPUC_SITE_PACKAGES="$SITE" -DTPUC_PYTHON="$(command -v "$PY")" &&
+       cmake --build build-device -j "$(nproc)"; } \
        >"$OUT/build.log" 2>&1; then
   tail -40 "$OUT/build.log"
   exit 1
@@ -25,3 +26,18 @@ fi
 (cd build-device && ctest --output-on-failure --timeout 300) >"$OUT/ctest.log" 2>&1
 grep -E "tests passed|Failed|\*\*\*" "$OUT/ctest.log" || true
 TPUC_BENCH_RESULTS_DIR="$OUT" ./build-device/bench_runtime
+if ls python/tpuc/_C*.so >/dev/null 2>&1; then
+  if ! "$PY" -m pip install -q --no-deps --no-build-isolation -e . \
+       >"$OUT/pip.log" 2>&1; then
+    # No usable build backend offline: register the package by hand (a .pth
+    # for the path, a dist-info for the torch.backends entry point).
+    d="$SITE/tpuc-0.1.0.dist-info"
+    mkdir -p "$d"
+    printf 'Metadata-Version: 2.1\nName: tpuc\nVersion: 0.1.0\n' >"$d/METADATA"
+    printf '[torch.backends]\ntpuc = tpuc:_autoload\n' >"$d/entry_points.txt"
+    echo "$PWD/python" >"$SITE/tpuc-dev.pth"
+  fi
+  "$PY" -m pytest tests/python -q -p no:cacheprovider >"$OUT/pytest.log" 2>&1
+  tail -15 "$OUT/pytest.log"
+  TPUC_BENCH_RESULTS_DIR="$OUT" "$PY" bench/bench_device.py
+fi
