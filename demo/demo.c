@@ -35,7 +35,8 @@ static tpuc_status* build_program(char** text, size_t* len) {
   tpuc_hlo_type wt = {TPUC_DTYPE_F32, 2, {K, N}};
   tpuc_hlo_value x, w, xw, y;
   int64_t lc[1] = {1}, rc[1] = {0};
-  tpuc_hlo_dot_dims dd = {NULL, NULL, 0, lc, rc, 1, TPUC_DTYPE_INVALID};
+  tpuc_hlo_dot_dims dd = {
+      NULL, NULL, 0, lc, rc, 1, TPUC_DTYPE_INVALID, TPUC_HLO_PRECISION_HIGHEST};
   tpuc_status* st = tpuc_hlo_main(m, &fn);
   if (!st) st = tpuc_hlo_arg(fn, &xt, &x);
   if (!st) st = tpuc_hlo_arg(fn, &wt, &w);

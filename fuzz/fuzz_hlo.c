@@ -146,8 +146,14 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         st = tpuc_hlo_dynamic_slice(s.body, x, xs, a, &out[0]);
         break;
       case 16: {
-        tpuc_hlo_dot_dims d = {
-            a, b, u8(&r) % 3, c, c + 4, u8(&r) % 3, (tpuc_dtype)(u8(&r) % 4)};
+        tpuc_hlo_dot_dims d = {a,
+                               b,
+                               u8(&r) % 3,
+                               c,
+                               c + 4,
+                               u8(&r) % 3,
+                               (tpuc_dtype)(u8(&r) % 4),
+                               (tpuc_hlo_precision)(u8(&r) % 4)};
         st = tpuc_hlo_dot_general(s.body, x, y, &d, &out[0]);
         break;
       }

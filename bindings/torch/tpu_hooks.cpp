@@ -23,14 +23,11 @@ namespace {
 // CPU's default generator, so the same seed gives the same numbers.
 struct TpuGeneratorImpl final : public c10::GeneratorImpl {
   explicit TpuGeneratorImpl(c10::DeviceIndex index)
-      : c10::GeneratorImpl(
-            c10::Device(c10::DeviceType::PrivateUse1, index),
-            c10::DispatchKeySet(c10::DispatchKey::PrivateUse1)),
+      : c10::GeneratorImpl(c10::Device(c10::DeviceType::PrivateUse1, index),
+                           c10::DispatchKeySet(c10::DispatchKey::PrivateUse1)),
         cpu_(at::make_generator<at::CPUGeneratorImpl>(kDefaultSeed)) {}
 
-  void set_current_seed(uint64_t seed) override {
-    cpu_.set_current_seed(seed);
-  }
+  void set_current_seed(uint64_t seed) override { cpu_.set_current_seed(seed); }
   void set_offset(uint64_t) override {
     TORCH_CHECK_NOT_IMPLEMENTED(
         false, "the tpu generator has no offset (it is not counter-based yet)");
@@ -42,9 +39,9 @@ struct TpuGeneratorImpl final : public c10::GeneratorImpl {
   uint64_t current_seed() const override { return cpu_.current_seed(); }
   uint64_t seed() override { return cpu_.seed(); }
   void set_state(const c10::TensorImpl& state) override {
-    cpu_.set_state(at::Tensor(c10::intrusive_ptr<c10::TensorImpl>::
-                                  unsafe_reclaim_from_nonowning(
-                                      const_cast<c10::TensorImpl*>(&state))));
+    cpu_.set_state(at::Tensor(
+        c10::intrusive_ptr<c10::TensorImpl>::unsafe_reclaim_from_nonowning(
+            const_cast<c10::TensorImpl*>(&state))));
   }
   c10::intrusive_ptr<c10::TensorImpl> get_state() const override {
     return cpu_.get_state().getIntrusivePtr();

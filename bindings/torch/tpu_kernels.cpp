@@ -52,10 +52,9 @@ at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
   auto dev = c10::device_or_default(device);
   to_tpuc_dtype(c10::dtype_or_default(dtype));
   c10::DeviceGuard guard(dev);
-  return at::detail::empty_strided_generic(size, stride,
-                                           c10::GetAllocator(dev.type()),
-                                           kTpuKeys,
-                                           c10::dtype_or_default(dtype));
+  return at::detail::empty_strided_generic(
+      size, stride, c10::GetAllocator(dev.type()), kTpuKeys,
+      c10::dtype_or_default(dtype));
 }
 
 at::Tensor as_strided(const at::Tensor& self, c10::SymIntArrayRef size,
@@ -134,8 +133,7 @@ const at::Tensor& resize_(const at::Tensor& self, c10::SymIntArrayRef size,
   return self;
 }
 
-at::Tensor copy_from_and_resize(const at::Tensor& self,
-                                const at::Tensor& dst) {
+at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
   resize_(dst, self.sym_sizes(), std::nullopt);
   return copy_from(self, dst, false);
 }
@@ -184,7 +182,8 @@ void use_cpu_generators(const c10::OperatorHandle& op,
   size_t base = stack->size() - args.size();
   for (size_t i = 0; i < args.size(); i++) {
     auto type = args[i].type();
-    if (auto opt = type->cast<c10::OptionalType>()) type = opt->getElementType();
+    if (auto opt = type->cast<c10::OptionalType>())
+      type = opt->getElementType();
     if (type->kind() != c10::TypeKind::GeneratorType) continue;
     c10::IValue& v = (*stack)[base + i];
     if (v.isGenerator()) {
@@ -202,9 +201,9 @@ void check_same_device(const c10::OperatorHandle& op,
                        const torch::jit::Stack& stack,
                        const std::string& name) {
   static const char* const kCpuIndicesAllowed[] = {
-      "aten::index", "aten::index_put", "aten::index_put_",
-      "aten::_index_put_impl_", "aten::_unsafe_index",
-      "aten::_unsafe_index_put"};
+      "aten::index",         "aten::index_put",
+      "aten::index_put_",    "aten::_index_put_impl_",
+      "aten::_unsafe_index", "aten::_unsafe_index_put"};
   bool allow_cpu = false;
   for (const char* n : kCpuIndicesAllowed)
     allow_cpu |= op.schema().operator_name().name == n;
@@ -219,8 +218,9 @@ void check_same_device(const c10::OperatorHandle& op,
     }
     TORCH_CHECK(*seen == t.device(),
                 "Expected all tensors to be on the same device, but found at "
-                "least two devices, ", *seen, " and ", t.device(),
-                "! (when checking arguments for ", name, ")");
+                "least two devices, ",
+                *seen, " and ", t.device(), "! (when checking arguments for ",
+                name, ")");
   };
   for (size_t i = stack.size() - nargs; i < stack.size(); i++) {
     const c10::IValue& v = stack[i];

@@ -1,15 +1,14 @@
 // tpuc._C: the Python entry points of the binding (runtime start-up, device
 // queries, memory statistics, fallback report, compile-cache statistics).
+#include <torch/csrc/Generator.h>
 #include <torch/extension.h>
 
 #include "tpu_runtime.h"
 
-#include <torch/csrc/Generator.h>
-
 namespace tpuc_torch {
 void register_hooks();
 const at::Generator& default_generator(c10::DeviceIndex index);
-}
+}  // namespace tpuc_torch
 
 namespace py = pybind11;
 using namespace tpuc_torch;
@@ -27,8 +26,8 @@ py::dict plugin_info() {
   d["path"] = info.path;
   d["package"] = info.package;
   d["package_version"] = info.package_version;
-  d["pjrt_api"] = std::to_string(info.api_major) + "." +
-                  std::to_string(info.api_minor);
+  d["pjrt_api"] =
+      std::to_string(info.api_major) + "." + std::to_string(info.api_minor);
   d["xla_version"] = info.xla_version;
   d["stablehlo"] = std::to_string(info.stablehlo_current[0]) + "." +
                    std::to_string(info.stablehlo_current[1]) + "." +
@@ -97,8 +96,10 @@ void set_fallback_mode(const std::string& mode) {
   else if (mode == "error")
     tpuc_fallback_set_mode(TPUC_FALLBACK_ERROR);
   else
-    TORCH_CHECK_VALUE(false, "fallback mode must be warn, silent or error, "
-                             "got '", mode, "'");
+    TORCH_CHECK_VALUE(false,
+                      "fallback mode must be warn, silent or error, "
+                      "got '",
+                      mode, "'");
 }
 
 }  // namespace
@@ -114,9 +115,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("is_available", [] { return runtime_ready() && device_count() > 0; });
   m.def("device_count", [] { return device_count(); });
   m.def("current_device", [] { return static_cast<int>(current_device()); });
-  m.def("set_device", [](int d) {
-    set_current_device(static_cast<c10::DeviceIndex>(d));
-  });
+  m.def("set_device",
+        [](int d) { set_current_device(static_cast<c10::DeviceIndex>(d)); });
   m.def("synchronize", [] {
     py::gil_scoped_release release;
     check(tpuc_client_synchronize(client()));
@@ -124,9 +124,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("plugin_info", &plugin_info);
   m.def("device_info", &device_info);
   m.def("memory_stats", &memory_stats);
-  m.def("reset_peak_memory_stats", [](int d) {
-    check(tpuc_storage_reset_peak(client(), d));
-  });
+  m.def("reset_peak_memory_stats",
+        [](int d) { check(tpuc_storage_reset_peak(client(), d)); });
   m.def("fallback_report", &fallback_report);
   m.def("fallback_reset", [] { tpuc_fallback_reset(); });
   m.def("set_fallback_mode", &set_fallback_mode);
@@ -135,7 +134,6 @@ PYBIND11_MODULE(_C, m) {
     return py::reinterpret_steal<py::object>(THPGenerator_initDefaultGenerator(
         default_generator(static_cast<c10::DeviceIndex>(d))));
   });
-  m.def("compile_cache_clear", [](bool disk) {
-    check(tpuc_cache_clear(client(), disk));
-  });
+  m.def("compile_cache_clear",
+        [](bool disk) { check(tpuc_cache_clear(client(), disk)); });
 }

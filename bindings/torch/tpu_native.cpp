@@ -4,6 +4,7 @@
 // where C answers UNIMPLEMENTED for these arguments, the op runs on the CPU
 // through the fallback.
 #include <ATen/ATen.h>
+#include <ATen/Context.h>
 #include <torch/library.h>
 
 #include <mutex>
@@ -103,6 +104,16 @@ void native_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   tpuc_op_options opts{};
   opts.default_float =
       to_tpuc_dtype(c10::typeMetaToScalarType(c10::get_default_dtype()));
+  switch (at::globalContext().float32MatmulPrecision()) {
+    case at::Float32MatmulPrecision::HIGHEST:
+      opts.matmul_precision = TPUC_HLO_PRECISION_HIGHEST;
+      break;
+    case at::Float32MatmulPrecision::HIGH:
+      opts.matmul_precision = TPUC_HLO_PRECISION_HIGH;
+      break;
+    default:
+      opts.matmul_precision = TPUC_HLO_PRECISION_DEFAULT;
+  }
   tpuc_op_result results[4];
   size_t nres = 0;
   tpuc_status* st = tpuc_op_run(client(), device->index(), index, args.data(),
@@ -116,12 +127,12 @@ void native_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   for (size_t k = 0; k < nres; k++) {
     at::ScalarType type = at::kFloat;
     for (auto s : {at::kBool, at::kChar, at::kShort, at::kInt, at::kLong,
-                   at::kByte, at::kUInt16, at::kUInt32, at::kUInt64,
-                   at::kHalf, at::kBFloat16, at::kFloat, at::kDouble})
+                   at::kByte, at::kUInt16, at::kUInt32, at::kUInt64, at::kHalf,
+                   at::kBFloat16, at::kFloat, at::kDouble})
       if (to_tpuc_dtype(s) == results[k].dtype) type = s;
-    at::Tensor out = at::empty(
-        c10::IntArrayRef(results[k].sizes, results[k].rank),
-        at::TensorOptions().dtype(type).device(*device));
+    at::Tensor out =
+        at::empty(c10::IntArrayRef(results[k].sizes, results[k].rank),
+                  at::TensorOptions().dtype(type).device(*device));
     tpuc_status* set = nullptr;
     if (out.numel() > 0)
       set = tpuc_storage_set_value(storage_of(out), results[k].value);

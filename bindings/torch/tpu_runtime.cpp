@@ -67,21 +67,36 @@ int device_count() {
 
 tpuc_dtype to_tpuc_dtype(at::ScalarType t) {
   switch (t) {
-    case at::kBool: return TPUC_DTYPE_PRED;
-    case at::kChar: return TPUC_DTYPE_S8;
-    case at::kShort: return TPUC_DTYPE_S16;
-    case at::kInt: return TPUC_DTYPE_S32;
-    case at::kLong: return TPUC_DTYPE_S64;
-    case at::kByte: return TPUC_DTYPE_U8;
-    case at::kUInt16: return TPUC_DTYPE_U16;
-    case at::kUInt32: return TPUC_DTYPE_U32;
-    case at::kUInt64: return TPUC_DTYPE_U64;
-    case at::kHalf: return TPUC_DTYPE_F16;
-    case at::kBFloat16: return TPUC_DTYPE_BF16;
-    case at::kFloat: return TPUC_DTYPE_F32;
-    case at::kDouble: return TPUC_DTYPE_F64;
-    case at::kComplexFloat: return TPUC_DTYPE_C64;
-    case at::kComplexDouble: return TPUC_DTYPE_C128;
+    case at::kBool:
+      return TPUC_DTYPE_PRED;
+    case at::kChar:
+      return TPUC_DTYPE_S8;
+    case at::kShort:
+      return TPUC_DTYPE_S16;
+    case at::kInt:
+      return TPUC_DTYPE_S32;
+    case at::kLong:
+      return TPUC_DTYPE_S64;
+    case at::kByte:
+      return TPUC_DTYPE_U8;
+    case at::kUInt16:
+      return TPUC_DTYPE_U16;
+    case at::kUInt32:
+      return TPUC_DTYPE_U32;
+    case at::kUInt64:
+      return TPUC_DTYPE_U64;
+    case at::kHalf:
+      return TPUC_DTYPE_F16;
+    case at::kBFloat16:
+      return TPUC_DTYPE_BF16;
+    case at::kFloat:
+      return TPUC_DTYPE_F32;
+    case at::kDouble:
+      return TPUC_DTYPE_F64;
+    case at::kComplexFloat:
+      return TPUC_DTYPE_C64;
+    case at::kComplexDouble:
+      return TPUC_DTYPE_C128;
     default:
       TORCH_CHECK_TYPE(false, "tpu does not support dtype ", t);
   }

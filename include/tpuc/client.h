@@ -68,8 +68,7 @@ tpuc_status* tpuc_client_memory_stats(tpuc_client* client, int device,
  * ignored. */
 typedef void (*tpuc_client_destroy_fn)(tpuc_client* client, void* user_data);
 tpuc_status* tpuc_client_on_destroy(tpuc_client* client,
-                                    tpuc_client_destroy_fn fn,
-                                    void* user_data);
+                                    tpuc_client_destroy_fn fn, void* user_data);
 
 /* Waits for every execution and transfer issued so far on this client.
  * Returns the first error raised by asynchronous work since the previous

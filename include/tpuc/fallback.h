@@ -16,9 +16,9 @@ extern "C" {
 #endif
 
 typedef enum tpuc_fallback_mode {
-  TPUC_FALLBACK_WARN = 0,  /* run on CPU, warn once per op (default) */
-  TPUC_FALLBACK_SILENT,    /* run on CPU, no warning */
-  TPUC_FALLBACK_ERROR,     /* refuse: the op raises */
+  TPUC_FALLBACK_WARN = 0, /* run on CPU, warn once per op (default) */
+  TPUC_FALLBACK_SILENT,   /* run on CPU, no warning */
+  TPUC_FALLBACK_ERROR,    /* refuse: the op raises */
 } tpuc_fallback_mode;
 
 /* From $TPUC_FALLBACK ("warn", "silent", "error"); INVALID_ARGUMENT for any

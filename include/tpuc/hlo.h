@@ -307,6 +307,15 @@ tpuc_status* tpuc_hlo_select_and_scatter(
 
 /* ---- linear algebra ----------------------------------------------------- */
 
+/* Operand precision of dot_general (stablehlo precision_config): DEFAULT
+ * lets the platform pick (TF32 or bf16 passes on GPUs and TPUs), HIGHEST is
+ * full f32, as PyTorch's default float32 matmul precision. */
+typedef enum tpuc_hlo_precision {
+  TPUC_HLO_PRECISION_DEFAULT = 0,
+  TPUC_HLO_PRECISION_HIGH,
+  TPUC_HLO_PRECISION_HIGHEST,
+} tpuc_hlo_precision;
+
 typedef struct tpuc_hlo_dot_dims {
   const int64_t* lhs_batch;
   const int64_t* rhs_batch;
@@ -317,6 +326,7 @@ typedef struct tpuc_hlo_dot_dims {
   /* TPUC_DTYPE_INVALID: the operands' dtype. Otherwise a float dtype at
    * least as wide as float operands (e.g. bf16 x bf16 -> f32). */
   tpuc_dtype result_dtype;
+  tpuc_hlo_precision precision; /* for both operands */
 } tpuc_hlo_dot_dims;
 
 /* Result dims: batch, lhs free dims, rhs free dims (each in order). */

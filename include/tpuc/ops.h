@@ -18,6 +18,7 @@
 
 #include "tpuc/buffer.h"
 #include "tpuc/client.h"
+#include "tpuc/hlo.h"
 #include "tpuc/storage.h"
 
 #ifdef __cplusplus
@@ -59,6 +60,9 @@ typedef struct tpuc_op_result {
 
 typedef struct tpuc_op_options {
   tpuc_dtype default_float; /* torch.get_default_dtype() */
+  /* torch.get_float32_matmul_precision(): "highest" (PyTorch's default)
+   * is HIGHEST, "high" HIGH, "medium" DEFAULT. */
+  tpuc_hlo_precision matmul_precision;
 } tpuc_op_options;
 
 size_t tpuc_op_table_size(void);

@@ -24,8 +24,8 @@ extern "C" {
 
 typedef struct tpuc_storage tpuc_storage;
 
-tpuc_status* tpuc_storage_create(tpuc_client* client, int device,
-                                 size_t nbytes, tpuc_storage** out);
+tpuc_status* tpuc_storage_create(tpuc_client* client, int device, size_t nbytes,
+                                 tpuc_storage** out);
 void tpuc_storage_retain(tpuc_storage* storage);
 void tpuc_storage_release(tpuc_storage* storage);
 

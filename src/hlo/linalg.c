@@ -97,6 +97,19 @@ tpuc_status* tpuc_hlo_dot_general(tpuc_hlo_fn* fn, tpuc_hlo_value lhs,
   dims_field(&sb, &first, "rhs_contracting_dimensions", dims->rhs_contracting,
              dims->num_contracting);
   hlo_sb_append(&sb, ">", 1);
+  if (dims->precision != TPUC_HLO_PRECISION_DEFAULT) {
+    if (dims->precision != TPUC_HLO_PRECISION_HIGH &&
+        dims->precision != TPUC_HLO_PRECISION_HIGHEST) {
+      hlo_sb_free(&sb);
+      return hlo_error(name, "invalid precision %d", (int)dims->precision);
+    }
+    const char* p =
+        dims->precision == TPUC_HLO_PRECISION_HIGH ? "HIGH" : "HIGHEST";
+    hlo_sb_printf(&sb,
+                  ", precision_config = [#stablehlo<precision %s>, "
+                  "#stablehlo<precision %s>]",
+                  p, p);
+  }
   tpuc_hlo_value ops[2] = {lhs, rhs};
   return hlo_emit1(fn, name, ops, 2, &r, &sb, out);
 }

@@ -22,7 +22,8 @@ tpuc_status* op_lower_binary(op_ctx* c, int param) {
   if ((param & OP_BINARY_TRUE_DIV) && !tpuc_dtype_is_float(dt))
     compute = c->opts->default_float;
   if (dt == TPUC_DTYPE_PRED && (op == TPUC_HLO_SUB || op == TPUC_HLO_DIV))
-    return tpuc_status_make(TPUC_UNIMPLEMENTED, "bool arithmetic runs on the CPU");
+    return tpuc_status_make(TPUC_UNIMPLEMENTED,
+                            "bool arithmetic runs on the CPU");
   tpuc_hlo_type shape;
   TRY(op_broadcast_shape(c, which, 2, &shape));
   shape.dtype = compute;
@@ -35,7 +36,8 @@ tpuc_status* op_lower_binary(op_ctx* c, int param) {
     if (!tpuc_dtype_is_float(compute) &&
         c->args[2].kind == TPUC_OP_ARG_SCALAR &&
         c->args[2].scalar == TPUC_SCALAR_FLOAT)
-      return tpuc_status_make(TPUC_UNIMPLEMENTED, "float alpha, integral result");
+      return tpuc_status_make(TPUC_UNIMPLEMENTED,
+                              "float alpha, integral result");
     tpuc_hlo_value alpha;
     TRY(op_operand(c, 2, compute, &shape, &alpha));
     TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_MUL, b, alpha, &b));
@@ -84,8 +86,10 @@ tpuc_status* op_lower_unary(op_ctx* c, int param) {
     return tpuc_hlo_binary(c->fn, TPUC_HLO_DIV, kb, x, &c->outs[0]);
   }
   tpuc_hlo_unary_op op = (tpuc_hlo_unary_op)(param & 0xff);
-  if (dt == TPUC_DTYPE_PRED || (op == TPUC_HLO_ABS && tpuc_dtype_is_unsigned_int(dt)))
-    return tpuc_status_make(TPUC_UNIMPLEMENTED, "runs on the CPU for this dtype");
+  if (dt == TPUC_DTYPE_PRED ||
+      (op == TPUC_HLO_ABS && tpuc_dtype_is_unsigned_int(dt)))
+    return tpuc_status_make(TPUC_UNIMPLEMENTED,
+                            "runs on the CPU for this dtype");
   return tpuc_hlo_unary(c->fn, op, x, &c->outs[0]);
 }
 

@@ -51,10 +51,10 @@ tpuc_status* op_lower_where(op_ctx* c, int param);
 tpuc_status* op_lower_matmul(op_ctx* c, int param);
 
 /* Parameters of op_lower_binary / op_lower_unary beyond the HLO enums. */
-#define OP_BINARY_TRUE_DIV 0x100 /* division that promotes ints to float */
-#define OP_BINARY_ALPHA 0x200    /* third argument multiplies the second */
-#define OP_UNARY_FLOAT 0x100     /* ints promote to the default float */
-#define OP_UNARY_RELU 0x200      /* max(x, 0) */
+#define OP_BINARY_TRUE_DIV 0x100  /* division that promotes ints to float */
+#define OP_BINARY_ALPHA 0x200     /* third argument multiplies the second */
+#define OP_UNARY_FLOAT 0x100      /* ints promote to the default float */
+#define OP_UNARY_RELU 0x200       /* max(x, 0) */
 #define OP_UNARY_RECIPROCAL 0x400 /* 1 / x */
 
 #endif /* TPUC_SRC_OPS_OPS_INTERNAL_H_ */

@@ -35,8 +35,10 @@ static tpuc_status* read_view(tpuc_hlo_fn* fn, const tpuc_view* v,
                               tpuc_hlo_value storage, tpuc_hlo_value* out) {
   size_t es = tpuc_dtype_size(v->dtype);
   size_t nbytes = tpuc_storage_nbytes(v->storage);
-  if (nbytes % es != 0) return unimpl("storage size is not a multiple of the element size");
-  if (tpuc_dtype_is_complex(v->dtype)) return unimpl("complex tensors run on the CPU");
+  if (nbytes % es != 0)
+    return unimpl("storage size is not a multiple of the element size");
+  if (tpuc_dtype_is_complex(v->dtype))
+    return unimpl("complex tensors run on the CPU");
   int64_t n = (int64_t)(nbytes / es);
   tpuc_hlo_value flat = storage;
   if (v->dtype == TPUC_DTYPE_PRED) {
@@ -119,7 +121,8 @@ tpuc_status* op_broadcast_shape(const op_ctx* c, const int* which, size_t n,
     const tpuc_hlo_type* t = &c->types[which[k]];
     if (t->rank > out->rank) {
       int shift = t->rank - out->rank;
-      for (int d = out->rank - 1; d >= 0; d--) out->dims[d + shift] = out->dims[d];
+      for (int d = out->rank - 1; d >= 0; d--)
+        out->dims[d + shift] = out->dims[d];
       for (int d = 0; d < shift; d++) out->dims[d] = 1;
       out->rank = t->rank;
     }
@@ -131,10 +134,11 @@ tpuc_status* op_broadcast_shape(const op_ctx* c, const int* which, size_t n,
         out->dims[od] = b;
         continue;
       }
-      return tpuc_status_make(TPUC_INVALID_ARGUMENT,
-                              "The size of tensor a (%lld) must match the size "
-                              "of tensor b (%lld) at non-singleton dimension %d",
-                              (long long)a, (long long)b, od);
+      return tpuc_status_make(
+          TPUC_INVALID_ARGUMENT,
+          "The size of tensor a (%lld) must match the size "
+          "of tensor b (%lld) at non-singleton dimension %d",
+          (long long)a, (long long)b, od);
     }
   }
   return NULL;
@@ -163,7 +167,8 @@ tpuc_status* op_operand(op_ctx* c, int i, tpuc_dtype dtype,
     nk++;
   }
   if (nk != t->rank) TRY(tpuc_hlo_reshape(c->fn, v, kept, nk, &v));
-  return tpuc_hlo_broadcast_in_dim(c->fn, v, shape->dims, shape->rank, map, out);
+  return tpuc_hlo_broadcast_in_dim(c->fn, v, shape->dims, shape->rank, map,
+                                   out);
 }
 
 /* ------------------------------- table --------------------------------- */
@@ -226,6 +231,7 @@ static void make_key(int index, const tpuc_op_arg* args, size_t nargs,
   k->overflow = false;
   key_put(k, &index, sizeof index);
   key_put(k, &o->default_float, sizeof o->default_float);
+  key_put(k, &o->matmul_precision, sizeof o->matmul_precision);
   for (size_t i = 0; i < nargs; i++) {
     const tpuc_op_arg* a = &args[i];
     key_put(k, &a->kind, sizeof a->kind);
@@ -367,12 +373,10 @@ static tpuc_status* collect_input(const tpuc_op_arg* a, size_t i,
     r->nin++;
   } else if (a->kind == TPUC_OP_ARG_SCALAR) {
     bool is_float = a->scalar == TPUC_SCALAR_FLOAT;
-    TRY(tpuc_buffer_from_host(client, device,
-                              is_float ? TPUC_DTYPE_F64 : TPUC_DTYPE_S64, NULL,
-                              0,
-                              is_float ? (const void*)&a->f
-                                       : (const void*)&a->i,
-                              NULL, &r->in[r->nin]));
+    TRY(tpuc_buffer_from_host(
+        client, device, is_float ? TPUC_DTYPE_F64 : TPUC_DTYPE_S64, NULL, 0,
+        is_float ? (const void*)&a->f : (const void*)&a->i, NULL,
+        &r->in[r->nin]));
     r->nin++;
   }
   return NULL;
@@ -388,7 +392,8 @@ static tpuc_status* declare_arg(op_ctx* c, size_t i) {
     tpuc_hlo_value sv;
     TRY(tpuc_hlo_arg(c->fn, &st, &sv));
     TRY(read_view(c->fn, &a->view, sv, &c->vals[i]));
-    c->types[i] = tpuc_hlo_type_make(a->view.dtype, a->view.sizes, a->view.rank);
+    c->types[i] =
+        tpuc_hlo_type_make(a->view.dtype, a->view.sizes, a->view.rank);
   } else if (a->kind == TPUC_OP_ARG_SCALAR) {
     bool is_float = a->scalar == TPUC_SCALAR_FLOAT;
     tpuc_hlo_type st =
@@ -433,13 +438,15 @@ tpuc_status* tpuc_op_run(tpuc_client* client, int device, int index,
                          const tpuc_op_options* options,
                          tpuc_op_result* results, size_t max_results,
                          size_t* num_results) {
-  if (client == NULL || args == NULL || results == NULL || num_results == NULL ||
-      options == NULL)
-    return tpuc_status_make(TPUC_INVALID_ARGUMENT, "NULL argument to tpuc_op_run");
+  if (client == NULL || args == NULL || results == NULL ||
+      num_results == NULL || options == NULL)
+    return tpuc_status_make(TPUC_INVALID_ARGUMENT,
+                            "NULL argument to tpuc_op_run");
   *num_results = 0;
   const op_entry* e = index >= 0 ? ops_entry((size_t)index) : NULL;
   if (e == NULL)
-    return tpuc_status_make(TPUC_INVALID_ARGUMENT, "no op %d in the table", index);
+    return tpuc_status_make(TPUC_INVALID_ARGUMENT, "no op %d in the table",
+                            index);
   if (num_args > OP_MAX_ARGS)
     return unimpl("too many arguments for the native path");
   keybuf key;
@@ -464,9 +471,9 @@ tpuc_status* tpuc_op_run(tpuc_client* client, int device, int index,
     if (st != NULL) return tpuc_status_annotate(st, "%s", e->name);
     nouts = c.nouts;
     if (!key.overflow) {
-      tpuc_status* reg = tpuc_client_on_destroy(client, on_client_destroy, NULL);
-      if (reg == NULL)
-        prog_insert(client, &key, fp, exe, nouts, out_types);
+      tpuc_status* reg =
+          tpuc_client_on_destroy(client, on_client_destroy, NULL);
+      if (reg == NULL) prog_insert(client, &key, fp, exe, nouts, out_types);
       tpuc_status_free(reg);
     }
   }
@@ -481,7 +488,8 @@ tpuc_status* tpuc_op_run(tpuc_client* client, int device, int index,
   for (size_t i = 0; st == NULL && i < num_args; i++)
     st = collect_input(&args[i], i, client, device, &r);
   tpuc_buffer* outs[OP_MAX_OUTS] = {0};
-  if (st == NULL) st = tpuc_execute(exe, device, r.in, r.nin, NULL, outs, nouts);
+  if (st == NULL)
+    st = tpuc_execute(exe, device, r.in, r.nin, NULL, outs, nouts);
   tpuc_executable_release(exe);
   release_inputs(&r);
   if (st != NULL) return tpuc_status_annotate(st, "%s", e->name);

@@ -12,7 +12,8 @@ static size_t g_count = 0, g_cap = 0;
 static int g_mode_override = -1;
 
 tpuc_status* tpuc_fallback_get_mode(tpuc_fallback_mode* mode) {
-  if (mode == NULL) return tpuc_status_make(TPUC_INVALID_ARGUMENT, "mode is NULL");
+  if (mode == NULL)
+    return tpuc_status_make(TPUC_INVALID_ARGUMENT, "mode is NULL");
   if (g_mode_override >= 0) {
     *mode = (tpuc_fallback_mode)g_mode_override;
     return NULL;
@@ -47,7 +48,10 @@ static size_t find(const char* op, int* found) {
       *found = 1;
       return mid;
     }
-    if (c < 0) lo = mid + 1; else hi = mid;
+    if (c < 0)
+      lo = mid + 1;
+    else
+      hi = mid;
   }
   *found = 0;
   return lo;
@@ -77,7 +81,8 @@ tpuc_status* tpuc_fallback_record(const char* op, bool* first) {
       }
     }
     if (st == NULL) {
-      memmove(&g_entries[i + 1], &g_entries[i], (g_count - i) * sizeof *g_entries);
+      memmove(&g_entries[i + 1], &g_entries[i],
+              (g_count - i) * sizeof *g_entries);
       g_entries[i].op = name;
       g_entries[i].count = 1;
       g_count++;

@@ -23,14 +23,15 @@ static void account(tpuc_client* c, int device, int64_t delta) {
   pthread_mutex_unlock(&c->mu);
 }
 
-tpuc_status* tpuc_storage_create(tpuc_client* client, int device,
-                                 size_t nbytes, tpuc_storage** out) {
-  if (out == NULL) return tpuc_status_make(TPUC_INVALID_ARGUMENT, "out is NULL");
+tpuc_status* tpuc_storage_create(tpuc_client* client, int device, size_t nbytes,
+                                 tpuc_storage** out) {
+  if (out == NULL)
+    return tpuc_status_make(TPUC_INVALID_ARGUMENT, "out is NULL");
   *out = NULL;
   TPUC_RETURN_IF_ERROR(tpuc_client_check_device(client, device));
   if (nbytes > (size_t)INT64_MAX)
-    return tpuc_status_make(TPUC_INVALID_ARGUMENT, "storage of %zu bytes is too large",
-                            nbytes);
+    return tpuc_status_make(TPUC_INVALID_ARGUMENT,
+                            "storage of %zu bytes is too large", nbytes);
   tpuc_storage* s = calloc(1, sizeof *s);
   if (s == NULL)
     return tpuc_status_make(TPUC_RESOURCE_EXHAUSTED, "out of host memory");
@@ -76,8 +77,9 @@ tpuc_status* tpuc_storage_value(tpuc_storage* s, tpuc_buffer** out) {
   tpuc_status* st = NULL;
   if (s->value == NULL) {
     void* zeros = calloc(1, s->nbytes ? s->nbytes : 1);
-    st = zeros ? upload(s, zeros, &s->value)
-               : tpuc_status_make(TPUC_RESOURCE_EXHAUSTED, "out of host memory");
+    st = zeros
+             ? upload(s, zeros, &s->value)
+             : tpuc_status_make(TPUC_RESOURCE_EXHAUSTED, "out of host memory");
     free(zeros);
   }
   if (st == NULL) {
@@ -108,11 +110,13 @@ tpuc_status* tpuc_storage_set_value(tpuc_storage* s, tpuc_buffer* value) {
 
 static tpuc_status* check_range(const tpuc_storage* s, size_t offset,
                                 size_t size) {
-  if (s == NULL) return tpuc_status_make(TPUC_INVALID_ARGUMENT, "storage is NULL");
+  if (s == NULL)
+    return tpuc_status_make(TPUC_INVALID_ARGUMENT, "storage is NULL");
   if (offset > s->nbytes || size > s->nbytes - offset)
-    return tpuc_status_make(TPUC_OUT_OF_RANGE,
-                            "bytes [%zu, %zu) are outside a storage of %zu bytes",
-                            offset, offset + size, s->nbytes);
+    return tpuc_status_make(
+        TPUC_OUT_OF_RANGE,
+        "bytes [%zu, %zu) are outside a storage of %zu bytes", offset,
+        offset + size, s->nbytes);
   return NULL;
 }
 
@@ -174,7 +178,8 @@ tpuc_status* tpuc_storage_write(tpuc_storage* s, size_t offset, size_t size,
 }
 
 tpuc_status* tpuc_storage_resize(tpuc_storage* s, size_t nbytes) {
-  if (s == NULL) return tpuc_status_make(TPUC_INVALID_ARGUMENT, "storage is NULL");
+  if (s == NULL)
+    return tpuc_status_make(TPUC_INVALID_ARGUMENT, "storage is NULL");
   if (nbytes == s->nbytes) return NULL;
   unsigned char* all = NULL;
   TPUC_RETURN_IF_ERROR(read_all(s, &all));
@@ -241,7 +246,10 @@ tpuc_status* tpuc_view_check(const tpuc_view* v) {
       return tpuc_status_make(TPUC_INVALID_ARGUMENT, "size %d is negative", i);
     if (v->sizes[i] == 0) return NULL; /* empty: touches nothing */
     int64_t span = (v->sizes[i] - 1) * v->strides[i];
-    if (span < 0) lo += span; else hi += span;
+    if (span < 0)
+      lo += span;
+    else
+      hi += span;
   }
   int64_t es = (int64_t)tpuc_dtype_size(v->dtype);
   if (lo < 0 || (hi + 1) * es > (int64_t)v->storage->nbytes)
@@ -253,7 +261,8 @@ tpuc_status* tpuc_view_check(const tpuc_view* v) {
   return NULL;
 }
 
-/* Calls fn(element byte offset in storage, element index) in row-major order. */
+/* Calls fn(element byte offset in storage, element index) in row-major order.
+ */
 typedef void (*visit_fn)(void* ctx, int64_t byte_off, int64_t index);
 static void visit(const tpuc_view* v, visit_fn fn, void* ctx) {
   int64_t n = view_elements(v);

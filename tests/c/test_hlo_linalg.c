@@ -34,18 +34,30 @@ static void test_dot_general(void) {
   TPUC_CHECK_OK(tpuc_hlo_arg(fn, &tb, &vb));
   TPUC_CHECK_OK(tpuc_hlo_arg(fn, &tc, &vc));
   TPUC_CHECK_OK(tpuc_hlo_arg(fn, &th, &vh));
-  tpuc_hlo_dot_dims d1 = {(int64_t[]){0},    (int64_t[]){0}, 1,
-                          (int64_t[]){2},    (int64_t[]){1}, 1,
-                          TPUC_DTYPE_INVALID};
+  tpuc_hlo_dot_dims d1 = {(int64_t[]){0},     (int64_t[]){0},         1,
+                          (int64_t[]){2},     (int64_t[]){1},         1,
+                          TPUC_DTYPE_INVALID, TPUC_HLO_PRECISION_HIGH};
   TPUC_CHECK_OK(tpuc_hlo_dot_general(fn, va, vb, &d1, &y[0]));
   TPUC_CHECK_OK(tpuc_hlo_slice(fn, va, (int64_t[]){0, 0, 0},
                                (int64_t[]){1, 3, 4}, NULL, &a0));
   TPUC_CHECK_OK(tpuc_hlo_reshape(fn, a0, (int64_t[]){3, 4}, 2, &a0));
-  tpuc_hlo_dot_dims d2 = {
-      NULL, NULL, 0, (int64_t[]){1}, (int64_t[]){1}, 1, TPUC_DTYPE_INVALID};
+  tpuc_hlo_dot_dims d2 = {NULL,
+                          NULL,
+                          0,
+                          (int64_t[]){1},
+                          (int64_t[]){1},
+                          1,
+                          TPUC_DTYPE_INVALID,
+                          TPUC_HLO_PRECISION_DEFAULT};
   TPUC_CHECK_OK(tpuc_hlo_dot_general(fn, a0, vc, &d2, &y[1]));
-  tpuc_hlo_dot_dims d3 = {
-      NULL, NULL, 0, (int64_t[]){0}, (int64_t[]){0}, 1, TPUC_DTYPE_F32};
+  tpuc_hlo_dot_dims d3 = {NULL,
+                          NULL,
+                          0,
+                          (int64_t[]){0},
+                          (int64_t[]){0},
+                          1,
+                          TPUC_DTYPE_F32,
+                          TPUC_HLO_PRECISION_HIGHEST};
   TPUC_CHECK_OK(tpuc_hlo_dot_general(fn, vh, vh, &d3, &y[2]));
   tpuc_hlo_type rt;
   TPUC_CHECK_OK(tpuc_hlo_value_type(fn, y[0], &rt));
@@ -252,21 +264,44 @@ static void test_linalg_validation(void) {
   TPUC_CHECK_OK(tpuc_hlo_arg(fn, &ti, &i));
   TPUC_CHECK_OK(tpuc_hlo_arg(fn, &t4, &x));
   TPUC_CHECK_OK(tpuc_hlo_arg(fn, &tk, &k));
-  tpuc_hlo_dot_dims d = {
-      NULL, NULL, 0, (int64_t[]){1}, (int64_t[]){0}, 1, TPUC_DTYPE_INVALID};
+  tpuc_hlo_dot_dims d = {NULL,
+                         NULL,
+                         0,
+                         (int64_t[]){1},
+                         (int64_t[]){0},
+                         1,
+                         TPUC_DTYPE_INVALID,
+                         TPUC_HLO_PRECISION_DEFAULT};
   TPUC_CHECK_ERROR(tpuc_hlo_dot_general(fn, a, i, &d, &y),
                    TPUC_INVALID_ARGUMENT, "stablehlo.dot_general: lhs dtype");
-  tpuc_hlo_dot_dims d2 = {
-      NULL, NULL, 0, (int64_t[]){0}, (int64_t[]){1}, 1, TPUC_DTYPE_INVALID};
+  tpuc_hlo_dot_dims d2 = {NULL,
+                          NULL,
+                          0,
+                          (int64_t[]){0},
+                          (int64_t[]){1},
+                          1,
+                          TPUC_DTYPE_INVALID,
+                          TPUC_HLO_PRECISION_DEFAULT};
   TPUC_CHECK_ERROR(tpuc_hlo_dot_general(fn, a, a, &d2, &y),
                    TPUC_INVALID_ARGUMENT, "contracting dim 0: lhs size 3");
-  tpuc_hlo_dot_dims d3 = {(int64_t[]){1},    (int64_t[]){1}, 1,
-                          (int64_t[]){1},    (int64_t[]){0}, 1,
-                          TPUC_DTYPE_INVALID};
+  tpuc_hlo_dot_dims d3 = {(int64_t[]){1},
+                          (int64_t[]){1},
+                          1,
+                          (int64_t[]){1},
+                          (int64_t[]){0},
+                          1,
+                          TPUC_DTYPE_INVALID,
+                          TPUC_HLO_PRECISION_DEFAULT};
   TPUC_CHECK_ERROR(tpuc_hlo_dot_general(fn, a, a, &d3, &y),
                    TPUC_INVALID_ARGUMENT, "repeats dim");
-  tpuc_hlo_dot_dims d4 = {
-      NULL, NULL, 0, (int64_t[]){1}, (int64_t[]){1}, 1, TPUC_DTYPE_F16};
+  tpuc_hlo_dot_dims d4 = {NULL,
+                          NULL,
+                          0,
+                          (int64_t[]){1},
+                          (int64_t[]){1},
+                          1,
+                          TPUC_DTYPE_F16,
+                          TPUC_HLO_PRECISION_DEFAULT};
   TPUC_CHECK_ERROR(tpuc_hlo_dot_general(fn, a, a, &d4, &y),
                    TPUC_INVALID_ARGUMENT, "result dtype f16");
   tpuc_hlo_conv c;

@@ -31,15 +31,20 @@ static tpuc_op_arg tensor_arg(tpuc_storage* s, tpuc_dtype dt, int rank,
   return a;
 }
 
-static const tpuc_op_options kOpts = {TPUC_DTYPE_F32};
+static const tpuc_op_options kOpts = {TPUC_DTYPE_F32,
+                                      TPUC_HLO_PRECISION_HIGHEST};
 
 static void test_promote_types(void) {
-  TPUC_CHECK(tpuc_promote_types(TPUC_DTYPE_U8, TPUC_DTYPE_S8) == TPUC_DTYPE_S16);
+  TPUC_CHECK(tpuc_promote_types(TPUC_DTYPE_U8, TPUC_DTYPE_S8) ==
+             TPUC_DTYPE_S16);
   TPUC_CHECK(tpuc_promote_types(TPUC_DTYPE_F16, TPUC_DTYPE_BF16) ==
              TPUC_DTYPE_F32);
-  TPUC_CHECK(tpuc_promote_types(TPUC_DTYPE_S64, TPUC_DTYPE_F16) == TPUC_DTYPE_F16);
-  TPUC_CHECK(tpuc_promote_types(TPUC_DTYPE_PRED, TPUC_DTYPE_U8) == TPUC_DTYPE_U8);
-  TPUC_CHECK(tpuc_promote_types(TPUC_DTYPE_C64, TPUC_DTYPE_F64) == TPUC_DTYPE_C128);
+  TPUC_CHECK(tpuc_promote_types(TPUC_DTYPE_S64, TPUC_DTYPE_F16) ==
+             TPUC_DTYPE_F16);
+  TPUC_CHECK(tpuc_promote_types(TPUC_DTYPE_PRED, TPUC_DTYPE_U8) ==
+             TPUC_DTYPE_U8);
+  TPUC_CHECK(tpuc_promote_types(TPUC_DTYPE_C64, TPUC_DTYPE_F64) ==
+             TPUC_DTYPE_C128);
   TPUC_CHECK(tpuc_promote_types(TPUC_DTYPE_U32, TPUC_DTYPE_S32) ==
              TPUC_DTYPE_INVALID);
   TPUC_CHECK(tpuc_op_find("aten::add.Tensor") >= 0);
@@ -101,8 +106,8 @@ static void test_int_true_division_and_compare(void) {
   tpuc_buffer_release(r[0].value);
   TPUC_CHECK(f[0] == 0.5f && f[3] == 2.0f);
   TPUC_CHECK_OK(tpuc_op_run(tpuc_test_client(), 0,
-                            tpuc_op_find("aten::gt.Scalar"), args, 2, &kOpts,
-                            r, 1, &n));
+                            tpuc_op_find("aten::gt.Scalar"), args, 2, &kOpts, r,
+                            1, &n));
   TPUC_CHECK(r[0].dtype == TPUC_DTYPE_PRED);
   unsigned char b[4];
   TPUC_CHECK_OK(tpuc_buffer_to_host(r[0].value, b, sizeof b));
@@ -120,20 +125,20 @@ static void test_errors_and_unimplemented(void) {
   tpuc_op_result r[1];
   size_t n = 0;
   int mul = tpuc_op_find("aten::mul.Tensor");
-  TPUC_CHECK_ERROR(tpuc_op_run(tpuc_test_client(), 0, mul, args, 2, &kOpts, r,
-                               1, &n),
-                   TPUC_INVALID_ARGUMENT, "must match the size");
+  TPUC_CHECK_ERROR(
+      tpuc_op_run(tpuc_test_client(), 0, mul, args, 2, &kOpts, r, 1, &n),
+      TPUC_INVALID_ARGUMENT, "must match the size");
   args[1] = tensor_arg(s, TPUC_DTYPE_C64, 1, a, one, 0);
-  TPUC_CHECK_ERROR(tpuc_op_run(tpuc_test_client(), 0, mul, args, 2, &kOpts, r,
-                               1, &n),
-                   TPUC_UNIMPLEMENTED, "complex");
+  TPUC_CHECK_ERROR(
+      tpuc_op_run(tpuc_test_client(), 0, mul, args, 2, &kOpts, r, 1, &n),
+      TPUC_UNIMPLEMENTED, "complex");
   args[1] = tensor_arg(s, TPUC_DTYPE_F32, 1, a, one, 4); /* past the end */
-  TPUC_CHECK_ERROR(tpuc_op_run(tpuc_test_client(), 0, mul, args, 2, &kOpts, r,
-                               1, &n),
-                   TPUC_OUT_OF_RANGE, NULL);
-  TPUC_CHECK_ERROR(tpuc_op_run(tpuc_test_client(), 0, 9999, args, 2, &kOpts, r,
-                               1, &n),
-                   TPUC_INVALID_ARGUMENT, "no op");
+  TPUC_CHECK_ERROR(
+      tpuc_op_run(tpuc_test_client(), 0, mul, args, 2, &kOpts, r, 1, &n),
+      TPUC_OUT_OF_RANGE, NULL);
+  TPUC_CHECK_ERROR(
+      tpuc_op_run(tpuc_test_client(), 0, 9999, args, 2, &kOpts, r, 1, &n),
+      TPUC_INVALID_ARGUMENT, "no op");
   tpuc_storage_release(s);
 }
 
