@@ -4,7 +4,8 @@
 #
 #   make / make build   set up and build (build/)
 #   make demo           ... and run build/tpuc_demo
-#   make test           C tests, Python tests of the PyTorch device, then
+#   make test           C tests, Python tests of the PyTorch device, OpInfo
+#                       conformance against tests/conformance/report.json,
 #                       ASan+UBSan C tests (build-asan/), then libFuzzer
 #                       targets for FUZZ_SECONDS each (build-fuzz/)
 #   make bench          run every build/bench_* (JSON in bench/results/), table
@@ -28,7 +29,8 @@ FORMAT_DIRS := include src tests fuzz bench demo bindings
 
 export JOBS FUZZ_SECONDS FUZZ_FLAGS
 
-.PHONY: all build setup demo test test-c test-py test-asan test-fuzz bench \
+.PHONY: all build setup demo test test-c test-py test-conformance \
+	conformance-report test-asan test-fuzz bench \
 	bench-runtime bench-device format clean distclean
 
 all: build
@@ -43,6 +45,7 @@ demo: build
 test:
 	$(MAKE) --no-print-directory test-c
 	$(MAKE) --no-print-directory test-py
+	$(MAKE) --no-print-directory test-conformance
 	$(MAKE) --no-print-directory test-asan
 	$(MAKE) --no-print-directory test-fuzz
 
@@ -52,6 +55,15 @@ test-c: build
 # The PyTorch device (torch + the binding built by `make build`).
 test-py: build
 	$(PYTHON) -m pytest tests/python -q -p no:cacheprovider $(PYTEST_ARGS)
+
+# OpInfo conformance against the committed report: fails when a pair that
+# passed there no longer passes (or no longer passes natively).
+test-conformance: build
+	$(PYTHON) tests/conformance/opinfo.py --check tests/conformance/report.json
+
+# Rewrites the committed conformance report from a fresh run.
+conformance-report: build
+	$(PYTHON) tests/conformance/opinfo.py --out tests/conformance/report.json
 
 test-asan:
 	scripts/setup.sh build-asan -DTPUC_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug

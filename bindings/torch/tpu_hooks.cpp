@@ -5,7 +5,9 @@
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <c10/core/GeneratorImpl.h>
 
+#include <cstdlib>
 #include <cstring>
+#include <unordered_set>
 #include <mutex>
 #include <vector>
 
@@ -60,6 +62,47 @@ struct TpuGeneratorImpl final : public c10::GeneratorImpl {
   at::Generator cpu_;
 };
 
+// Host memory for `pin_memory=True` with the tpu accelerator. PJRT copies
+// from any host memory, so "pinned" buffers are ordinary allocations that
+// are remembered, so that is_pinned() answers truthfully.
+struct PinnedAllocator final : public c10::Allocator {
+  std::mutex mu;
+  std::unordered_set<void*> live;
+
+  static void release(void* p);
+
+  c10::DataPtr allocate(size_t n) override {
+    void* p = std::malloc(n ? n : 1);
+    TORCH_CHECK_WITH(OutOfMemoryError, p != nullptr,
+                     "out of host memory allocating ", n, " pinned bytes");
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      live.insert(p);
+    }
+    return {p, p, &PinnedAllocator::release, c10::Device(c10::kCPU)};
+  }
+  c10::DeleterFnPtr raw_deleter() const override {
+    return &PinnedAllocator::release;
+  }
+  void copy_data(void* dest, const void* src, std::size_t n) const override {
+    std::memcpy(dest, src, n);
+  }
+  bool contains(const void* p) {
+    std::lock_guard<std::mutex> lock(mu);
+    return live.count(const_cast<void*>(p)) > 0;
+  }
+};
+
+PinnedAllocator g_pinned;
+
+void PinnedAllocator::release(void* p) {
+  {
+    std::lock_guard<std::mutex> lock(g_pinned.mu);
+    g_pinned.live.erase(p);
+  }
+  std::free(p);
+}
+
 struct TpuHooks final : public at::PrivateUse1HooksInterface {
   bool isBuilt() const override { return true; }
   bool isAvailable() const override {
@@ -107,10 +150,11 @@ struct TpuHooks final : public at::PrivateUse1HooksInterface {
     TORCH_CHECK_NOT_IMPLEMENTED(
         false, "tpu memory cannot be wrapped from a raw pointer");
   }
-  bool isPinnedPtr(const void*) const override { return false; }
+  bool isPinnedPtr(const void* p) const override {
+    return g_pinned.contains(p);
+  }
   at::Allocator* getPinnedMemoryAllocator() const override {
-    TORCH_CHECK_NOT_IMPLEMENTED(false,
-                                "pinned host memory is not supported by tpu");
+    return &g_pinned;
   }
   void resizePrivateUse1Bytes(const c10::Storage& storage,
                               size_t newsize) const override {

@@ -73,14 +73,23 @@ at::Tensor reshape_alias(const at::Tensor& self, c10::SymIntArrayRef size,
                                     C10_AS_INTARRAYREF_SLOW(stride));
 }
 
-// Dense row-major CPU copy of a tpu tensor.
+// Dense row-major CPU copy of a tpu tensor's logical value (its storage
+// bytes, with a pending conjugation or negation applied).
 at::Tensor to_host(const at::Tensor& src) {
   at::Tensor host = at::empty(src.sizes(), src.options().device(at::kCPU));
   if (src.numel() > 0) {
     tpuc_view v = view_of(src);
     check(tpuc_view_to_host(&v, host.data_ptr(), host.nbytes()));
   }
+  if (src.is_conj()) host = host.conj_physical();
+  if (src.is_neg()) host = host.neg();
   return host;
+}
+
+// True when the two tensors' bytes mean the same values (no pending
+// conjugation or negation on one side only).
+bool same_bits(const at::Tensor& a, const at::Tensor& b) {
+  return a.is_conj() == b.is_conj() && a.is_neg() == b.is_neg();
 }
 
 // dst (tpu) <- src (tpu or CPU), with dtype conversion and broadcasting.
@@ -88,14 +97,19 @@ void copy_into_tpu(const at::Tensor& dst, const at::Tensor& src) {
   if (dst.numel() == 0) return;
   at::Tensor s = src;
   if (s.is_privateuseone()) {
-    if (s.scalar_type() == dst.scalar_type() && s.sizes() == dst.sizes()) {
+    if (s.scalar_type() == dst.scalar_type() && s.sizes() == dst.sizes() &&
+        same_bits(s, dst)) {
       tpuc_view dv = view_of(dst), sv = view_of(s);
       check(tpuc_view_copy(&dv, &sv));
       return;
     }
     s = to_host(s);
   }
-  at::Tensor host = s.to(dst.scalar_type()).expand(dst.sizes()).contiguous();
+  at::Tensor host = s.to(dst.scalar_type()).expand(dst.sizes());
+  // dst's bytes hold conj/neg of its logical value where its bits say so.
+  if (dst.is_conj()) host = host.conj_physical();
+  if (dst.is_neg()) host = host.neg();
+  host = host.resolve_conj().resolve_neg().contiguous();
   tpuc_view dv = view_of(dst);
   check(tpuc_view_from_host(&dv, host.data_ptr(), host.nbytes()));
 }
@@ -235,27 +249,69 @@ void check_same_device(const c10::OperatorHandle& op,
   }
 }
 
-void fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  const auto& name = op.schema().operator_name();
-  std::string full = name.name;
-  if (!name.overload_name.empty()) full += "." + name.overload_name;
+// Applies the TPUC_FALLBACK policy to running `name` on the CPU: raises in
+// error mode, counts it, warns the first time.
+void note_fallback(const std::string& name) {
   tpuc_fallback_mode mode;
   check(tpuc_fallback_get_mode(&mode));
   TORCH_CHECK_NOT_IMPLEMENTED(
-      mode != TPUC_FALLBACK_ERROR, "'", full,
+      mode != TPUC_FALLBACK_ERROR, "'", name,
       "' has no native tpu lowering, and TPUC_FALLBACK=error forbids running "
       "it on the CPU");
-  check_same_device(op, *stack, full);
   bool first = false;
-  check(tpuc_fallback_record(full.c_str(), &first));
+  check(tpuc_fallback_record(name.c_str(), &first));
   if (first && mode == TPUC_FALLBACK_WARN)
-    TORCH_WARN("tpu: '", full,
+    TORCH_WARN("tpu: '", name,
                "' has no native lowering yet and runs on the CPU (inputs "
                "copied to the host, results copied back). "
                "tpuc.fallback_report() counts these; TPUC_FALLBACK=error "
                "makes them raise.");
+}
+
+void fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const auto& name = op.schema().operator_name();
+  std::string full = name.name;
+  if (!name.overload_name.empty()) full += "." + name.overload_name;
+  check_same_device(op, *stack, full);
+  note_fallback(full);
   use_cpu_generators(op, stack);
   at::native::cpu_fallback(op, stack);
+}
+
+// Convolutions reach a PrivateUse1 backend as convolution_overrideable,
+// which the CPU does not implement: run at::convolution on the CPU instead.
+at::Tensor convolution_overrideable(
+    const at::Tensor& input, const at::Tensor& weight,
+    const std::optional<at::Tensor>& bias, c10::SymIntArrayRef stride,
+    c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation,
+    bool transposed, c10::SymIntArrayRef output_padding, c10::SymInt groups) {
+  note_fallback("aten::convolution_overrideable");
+  std::optional<at::Tensor> b;
+  if (bias.has_value() && bias->defined()) b = bias->cpu();
+  at::Tensor out = at::convolution_symint(
+      input.cpu(), weight.cpu(), b, stride, padding, dilation, transposed,
+      output_padding, std::move(groups));
+  return out.to(input.device());
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor>
+convolution_backward_overrideable(
+    const at::Tensor& grad_output, const at::Tensor& input,
+    const at::Tensor& weight, c10::SymIntArrayRef stride,
+    c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation,
+    bool transposed, c10::SymIntArrayRef output_padding, c10::SymInt groups,
+    std::array<bool, 3> output_mask) {
+  note_fallback("aten::convolution_backward_overrideable");
+  c10::SymInt out_channels = transposed ? weight.sym_size(1) * groups
+                                        : weight.sym_size(0);
+  auto r = at::convolution_backward_symint(
+      grad_output.cpu(), input.cpu(), weight.cpu(),
+      std::vector<c10::SymInt>{std::move(out_channels)}, stride, padding,
+      dilation, transposed, output_padding, std::move(groups), output_mask);
+  auto back = [&](const at::Tensor& t) {
+    return t.defined() ? t.to(input.device()) : t;
+  };
+  return {back(std::get<0>(r)), back(std::get<1>(r)), back(std::get<2>(r))};
 }
 
 // Lets `module.to("tpu")` (and `param.data = tpu_tensor`) change a CPU
@@ -294,6 +350,17 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("set_.source_Storage", set_storage);
   m.impl("set_.source_Storage_storage_offset", set_storage_offset);
   m.impl("set_", set_empty);
+  // These have a generic decomposition PyTorch would pick for a backend
+  // without a kernel; in bf16/f16 it rounds every step and drifts from the
+  // CPU kernel (which accumulates in f32), so they run the CPU kernel until
+  // they have a native lowering.
+  m.impl("native_layer_norm",
+         torch::CppFunction::makeFromBoxedFunction<&fallback>());
+  m.impl("native_layer_norm_backward",
+         torch::CppFunction::makeFromBoxedFunction<&fallback>());
+  m.impl("convolution_overrideable", convolution_overrideable);
+  m.impl("convolution_backward_overrideable",
+         convolution_backward_overrideable);
 }
 
 void cpu_fallback_kernel(const c10::OperatorHandle& op,

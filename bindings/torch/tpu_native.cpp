@@ -50,6 +50,7 @@ bool marshal(const c10::IValue& v, tpuc_op_arg* out,
     }
     if (t.is_privateuseone()) {
       if (*device && **device != t.device()) return false;
+      if (t.is_conj() || t.is_neg()) return false;  // lazy bits: CPU path
       *device = t.device();
       out->kind = TPUC_OP_ARG_TENSOR;
       out->view = view_of(t);
