@@ -40,6 +40,7 @@ build setup:
 
 demo: build
 	./build/tpuc_demo
+	$(PYTHON) demo/hf_demo.py
 
 # Stages run in order and stop at the first failure.
 test:
