@@ -25,6 +25,7 @@ int device_count();
 void check(tpuc_status* status);
 
 tpuc_dtype to_tpuc_dtype(at::ScalarType type);
+at::ScalarType to_scalar_type(tpuc_dtype dtype);
 // The tpuc storage behind a tpu tensor.
 tpuc_storage* storage_of(const at::Tensor& tensor);
 // (storage, dtype, sizes, strides, offset) of a tpu tensor.
