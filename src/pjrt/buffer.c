@@ -89,11 +89,7 @@ tpuc_status* tpuc_buffer_wrap(tpuc_client* client, PJRT_Buffer* pjrt,
                               tpuc_buffer** out) {
   tpuc_buffer* b = calloc(1, sizeof *b);
   if (b == NULL) {
-    PJRT_Buffer_Destroy_Args d = {0};
-    d.struct_size = sizeof d;
-    d.buffer = pjrt;
-    tpuc_status_free(tpuc_pjrt_error(
-        client->api, client->api->PJRT_Buffer_Destroy(&d), NULL));
+    tpuc_pjrt_buffer_destroy(client->api, pjrt);
     return tpuc_status_make(TPUC_RESOURCE_EXHAUSTED, "out of host memory");
   }
   atomic_init(&b->refs, 1);
@@ -145,16 +141,9 @@ tpuc_status* tpuc_buffer_from_host(tpuc_client* client, int device,
     w.event = a.done_with_host_buffer;
     tpuc_status* st = tpuc_pjrt_error(api, api->PJRT_Event_Await(&w),
                                       "host-to-device transfer");
-    PJRT_Event_Destroy_Args d = {0};
-    d.struct_size = sizeof d;
-    d.event = a.done_with_host_buffer;
-    tpuc_status_free(tpuc_pjrt_error(api, api->PJRT_Event_Destroy(&d), NULL));
+    tpuc_pjrt_event_destroy(api, a.done_with_host_buffer);
     if (st != NULL) {
-      PJRT_Buffer_Destroy_Args bd = {0};
-      bd.struct_size = sizeof bd;
-      bd.buffer = a.buffer;
-      tpuc_status_free(
-          tpuc_pjrt_error(api, api->PJRT_Buffer_Destroy(&bd), NULL));
+      tpuc_pjrt_buffer_destroy(api, a.buffer);
       return st;
     }
   }
@@ -253,11 +242,7 @@ void tpuc_buffer_retain(tpuc_buffer* b) {
 
 void tpuc_buffer_release(tpuc_buffer* b) {
   if (b == NULL || atomic_fetch_sub(&b->refs, 1) != 1) return;
-  PJRT_Buffer_Destroy_Args d = {0};
-  d.struct_size = sizeof d;
-  d.buffer = b->pjrt;
-  tpuc_status_free(tpuc_pjrt_error(
-      b->client->api, b->client->api->PJRT_Buffer_Destroy(&d), NULL));
+  tpuc_pjrt_buffer_destroy(b->client->api, b->pjrt);
   free(b);
 }
 
@@ -316,11 +301,7 @@ tpuc_status* tpuc_buffer_from_error(tpuc_client* client, int device,
         api, api->PJRT_AsyncHostToDeviceTransferManager_SetBufferError(&ea),
         "setting the error of an error buffer");
     if (st != NULL) {
-      PJRT_Buffer_Destroy_Args bd = {0};
-      bd.struct_size = sizeof bd;
-      bd.buffer = ra.buffer_out;
-      tpuc_status_free(
-          tpuc_pjrt_error(api, api->PJRT_Buffer_Destroy(&bd), NULL));
+      tpuc_pjrt_buffer_destroy(api, ra.buffer_out);
     }
   }
   PJRT_AsyncHostToDeviceTransferManager_Destroy_Args da = {0};

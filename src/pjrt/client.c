@@ -311,13 +311,6 @@ tpuc_status* tpuc_client_memory_stats(tpuc_client* c, int device,
 
 /* ------------------------- asynchronous errors ------------------------- */
 
-static void destroy_event(const PJRT_Api* api, PJRT_Event* ev) {
-  PJRT_Event_Destroy_Args d = {0};
-  d.struct_size = sizeof d;
-  d.event = ev;
-  tpuc_status_free(tpuc_pjrt_error(api, api->PJRT_Event_Destroy(&d), NULL));
-}
-
 /* Takes the finished front entry; called with c->mu held. */
 static void retire_front(tpuc_client* c, PJRT_Error* err) {
   tpuc_pending* p = &c->pending[c->pending_head];
@@ -331,7 +324,7 @@ static void retire_front(tpuc_client* c, PJRT_Error* err) {
     else
       tpuc_status_free(st);
   }
-  destroy_event(c->api, p->event);
+  tpuc_pjrt_event_destroy(c->api, p->event);
   c->pending_head = (c->pending_head + 1) % c->pending_cap;
   c->pending_count--;
 }
@@ -381,7 +374,7 @@ void tpuc_client_track(tpuc_client* c, PJRT_Event* done, const char* program) {
         c->async_error = tpuc_pjrt_error(c->api, e, "program %s", program);
       else if (e != NULL)
         tpuc_status_free(tpuc_pjrt_error(c->api, e, NULL));
-      destroy_event(c->api, done);
+      tpuc_pjrt_event_destroy(c->api, done);
       pthread_mutex_unlock(&c->mu);
       return;
     }

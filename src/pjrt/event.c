@@ -7,10 +7,7 @@ tpuc_status* tpuc_event_wrap(const PJRT_Api* api, PJRT_Event* ev,
                              tpuc_event** out) {
   tpuc_event* e = malloc(sizeof *e);
   if (e == NULL) {
-    PJRT_Event_Destroy_Args d = {0};
-    d.struct_size = sizeof d;
-    d.event = ev;
-    tpuc_status_free(tpuc_pjrt_error(api, api->PJRT_Event_Destroy(&d), NULL));
+    tpuc_pjrt_event_destroy(api, ev);
     return tpuc_status_make(TPUC_RESOURCE_EXHAUSTED, "out of host memory");
   }
   e->api = api;
@@ -81,10 +78,6 @@ tpuc_status* tpuc_event_on_ready(tpuc_event* e, tpuc_event_callback callback,
 
 void tpuc_event_destroy(tpuc_event* e) {
   if (e == NULL) return;
-  PJRT_Event_Destroy_Args d = {0};
-  d.struct_size = sizeof d;
-  d.event = e->pjrt;
-  tpuc_status_free(
-      tpuc_pjrt_error(e->api, e->api->PJRT_Event_Destroy(&d), NULL));
+  tpuc_pjrt_event_destroy(e->api, e->pjrt);
   free(e);
 }

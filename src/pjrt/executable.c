@@ -62,11 +62,7 @@ tpuc_status* tpuc_pjrt_serialize(tpuc_client* c, PJRT_LoadedExecutable* exe,
     if (s.serialized_executable_deleter != NULL)
       s.serialized_executable_deleter(s.serialized_executable);
   }
-  PJRT_Executable_Destroy_Args d = {0};
-  d.struct_size = sizeof d;
-  d.executable = g.executable;
-  tpuc_status_free(
-      tpuc_pjrt_error(api, api->PJRT_Executable_Destroy(&d), NULL));
+  tpuc_pjrt_unloaded_destroy(api, g.executable);
   return st;
 }
 
@@ -247,11 +243,7 @@ tpuc_status* tpuc_execute(tpuc_executable* e, int device,
   if (st != NULL) {
     for (size_t i = 0; i < made; i++) tpuc_buffer_release(outputs[i]);
     for (size_t i = made + 1; i < num_outputs; i++) {
-      PJRT_Buffer_Destroy_Args d = {0};
-      d.struct_size = sizeof d;
-      d.buffer = out[i];
-      tpuc_status_free(
-          tpuc_pjrt_error(api, api->PJRT_Buffer_Destroy(&d), NULL));
+      tpuc_pjrt_buffer_destroy(api, out[i]);
     }
   }
   if (done_events[0] != NULL) tpuc_client_track(c, done_events[0], e->name);

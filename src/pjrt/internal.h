@@ -104,6 +104,11 @@ tpuc_status* tpuc_pjrt_error(const PJRT_Api* api, PJRT_Error* error,
   } while (0)
 
 PJRT_Buffer_Type tpuc_pjrt_buffer_type(tpuc_dtype dtype);
+
+/* Destroy PJRT objects, discarding any error (used on cleanup paths). */
+void tpuc_pjrt_buffer_destroy(const PJRT_Api* api, PJRT_Buffer* buffer);
+void tpuc_pjrt_event_destroy(const PJRT_Api* api, PJRT_Event* event);
+void tpuc_pjrt_unloaded_destroy(const PJRT_Api* api, PJRT_Executable* exe);
 tpuc_status* tpuc_event_wrap(const PJRT_Api* api, PJRT_Event* ev,
                              tpuc_event** out);
 

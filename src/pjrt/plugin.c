@@ -51,6 +51,31 @@ tpuc_status* tpuc_pjrt_error(const PJRT_Api* api, PJRT_Error* error,
   return st;
 }
 
+void tpuc_pjrt_buffer_destroy(const PJRT_Api* api, PJRT_Buffer* buffer) {
+  if (buffer == NULL) return;
+  PJRT_Buffer_Destroy_Args a = {0};
+  a.struct_size = sizeof a;
+  a.buffer = buffer;
+  tpuc_status_free(tpuc_pjrt_error(api, api->PJRT_Buffer_Destroy(&a), NULL));
+}
+
+void tpuc_pjrt_event_destroy(const PJRT_Api* api, PJRT_Event* event) {
+  if (event == NULL) return;
+  PJRT_Event_Destroy_Args a = {0};
+  a.struct_size = sizeof a;
+  a.event = event;
+  tpuc_status_free(tpuc_pjrt_error(api, api->PJRT_Event_Destroy(&a), NULL));
+}
+
+void tpuc_pjrt_unloaded_destroy(const PJRT_Api* api, PJRT_Executable* exe) {
+  if (exe == NULL) return;
+  PJRT_Executable_Destroy_Args a = {0};
+  a.struct_size = sizeof a;
+  a.executable = exe;
+  tpuc_status_free(
+      tpuc_pjrt_error(api, api->PJRT_Executable_Destroy(&a), NULL));
+}
+
 /* ----------------------------- discovery ------------------------------- */
 
 typedef struct {

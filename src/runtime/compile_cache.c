@@ -344,11 +344,7 @@ static tpuc_status* make_executable(tpuc_client* c, PJRT_LoadedExecutable* pj,
                               "@main declares %zu results but compiled to %zu "
                               "outputs (tuple results are not supported)",
                               e->num_outputs, n.num_outputs);
-      PJRT_Executable_Destroy_Args d = {0};
-      d.struct_size = sizeof d;
-      d.executable = g.executable;
-      tpuc_status_free(
-          tpuc_pjrt_error(c->api, c->api->PJRT_Executable_Destroy(&d), NULL));
+      tpuc_pjrt_unloaded_destroy(c->api, g.executable);
     }
   }
   if (st != NULL) {
