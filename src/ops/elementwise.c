@@ -21,6 +21,11 @@ tpuc_status* op_lower_binary(op_ctx* c, int param) {
   tpuc_dtype compute = dt;
   if ((param & OP_BINARY_TRUE_DIV) && !tpuc_dtype_is_float(dt))
     compute = c->opts->default_float;
+  if ((param & OP_BINARY_INT_ONLY) && (tpuc_dtype_is_float(dt) ||
+                                       tpuc_dtype_is_complex(dt)))
+    return tpuc_status_make(TPUC_UNIMPLEMENTED, "bitwise op on floats: CPU");
+  if ((param & OP_BINARY_FLOAT_ONLY) && !tpuc_dtype_is_float(dt))
+    return tpuc_status_make(TPUC_UNIMPLEMENTED, "integer form runs on the CPU");
   if (dt == TPUC_DTYPE_PRED && (op == TPUC_HLO_SUB || op == TPUC_HLO_DIV))
     return tpuc_status_make(TPUC_UNIMPLEMENTED,
                             "bool arithmetic runs on the CPU");
@@ -86,8 +91,18 @@ tpuc_status* op_lower_unary(op_ctx* c, int param) {
     return tpuc_hlo_binary(c->fn, TPUC_HLO_DIV, kb, x, &c->outs[0]);
   }
   tpuc_hlo_unary_op op = (tpuc_hlo_unary_op)(param & 0xff);
+  if ((param & OP_UNARY_INT_IDENTITY) && !tpuc_dtype_is_float(dt)) {
+    c->outs[0] = x; /* floor/ceil/round of an integer is itself */
+    return NULL;
+  }
+  if (param & OP_UNARY_INT_ONLY) {
+    if (tpuc_dtype_is_float(dt) || tpuc_dtype_is_complex(dt))
+      return tpuc_status_make(TPUC_UNIMPLEMENTED, "runs on the CPU for floats");
+    return tpuc_hlo_unary(c->fn, op, x, &c->outs[0]);
+  }
   if (dt == TPUC_DTYPE_PRED ||
-      (op == TPUC_HLO_ABS && tpuc_dtype_is_unsigned_int(dt)))
+      (op == TPUC_HLO_ABS && tpuc_dtype_is_unsigned_int(dt)) ||
+      (op == TPUC_HLO_SIGN && tpuc_dtype_is_unsigned_int(dt)))
     return tpuc_status_make(TPUC_UNIMPLEMENTED,
                             "runs on the CPU for this dtype");
   return tpuc_hlo_unary(c->fn, op, x, &c->outs[0]);

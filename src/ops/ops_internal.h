@@ -51,10 +51,14 @@ tpuc_status* op_lower_where(op_ctx* c, int param);
 tpuc_status* op_lower_matmul(op_ctx* c, int param);
 
 /* Parameters of op_lower_binary / op_lower_unary beyond the HLO enums. */
-#define OP_BINARY_TRUE_DIV 0x100  /* division that promotes ints to float */
+#define OP_BINARY_TRUE_DIV 0x100  /* ints promote to the default float */
 #define OP_BINARY_ALPHA 0x200     /* third argument multiplies the second */
+#define OP_BINARY_INT_ONLY 0x400   /* bool/int operands only (bitwise ops) */
+#define OP_BINARY_FLOAT_ONLY 0x800 /* float operands only (else the CPU) */
 #define OP_UNARY_FLOAT 0x100      /* ints promote to the default float */
 #define OP_UNARY_RELU 0x200       /* max(x, 0) */
 #define OP_UNARY_RECIPROCAL 0x400 /* 1 / x */
+#define OP_UNARY_INT_IDENTITY 0x800 /* rounding: ints and bools unchanged */
+#define OP_UNARY_INT_ONLY 0x1000    /* bool/int only (bitwise_not) */
 
 #endif /* TPUC_SRC_OPS_OPS_INTERNAL_H_ */
