@@ -7,8 +7,8 @@
 
 #include <cstdlib>
 #include <cstring>
-#include <unordered_set>
 #include <mutex>
+#include <unordered_set>
 #include <vector>
 
 #include "tpu_runtime.h"
@@ -153,9 +153,7 @@ struct TpuHooks final : public at::PrivateUse1HooksInterface {
   bool isPinnedPtr(const void* p) const override {
     return g_pinned.contains(p);
   }
-  at::Allocator* getPinnedMemoryAllocator() const override {
-    return &g_pinned;
-  }
+  at::Allocator* getPinnedMemoryAllocator() const override { return &g_pinned; }
   void resizePrivateUse1Bytes(const c10::Storage& storage,
                               size_t newsize) const override {
     resize_storage(storage, newsize);

@@ -283,14 +283,14 @@ void fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 at::Tensor convolution_overrideable(
     const at::Tensor& input, const at::Tensor& weight,
     const std::optional<at::Tensor>& bias, c10::SymIntArrayRef stride,
-    c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation,
-    bool transposed, c10::SymIntArrayRef output_padding, c10::SymInt groups) {
+    c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation, bool transposed,
+    c10::SymIntArrayRef output_padding, c10::SymInt groups) {
   note_fallback("aten::convolution_overrideable");
   std::optional<at::Tensor> b;
   if (bias.has_value() && bias->defined()) b = bias->cpu();
-  at::Tensor out = at::convolution_symint(
-      input.cpu(), weight.cpu(), b, stride, padding, dilation, transposed,
-      output_padding, std::move(groups));
+  at::Tensor out = at::convolution_symint(input.cpu(), weight.cpu(), b, stride,
+                                          padding, dilation, transposed,
+                                          output_padding, std::move(groups));
   return out.to(input.device());
 }
 
@@ -298,12 +298,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor>
 convolution_backward_overrideable(
     const at::Tensor& grad_output, const at::Tensor& input,
     const at::Tensor& weight, c10::SymIntArrayRef stride,
-    c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation,
-    bool transposed, c10::SymIntArrayRef output_padding, c10::SymInt groups,
+    c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation, bool transposed,
+    c10::SymIntArrayRef output_padding, c10::SymInt groups,
     std::array<bool, 3> output_mask) {
   note_fallback("aten::convolution_backward_overrideable");
-  c10::SymInt out_channels = transposed ? weight.sym_size(1) * groups
-                                        : weight.sym_size(0);
+  c10::SymInt out_channels =
+      transposed ? weight.sym_size(1) * groups : weight.sym_size(0);
   auto r = at::convolution_backward_symint(
       grad_output.cpu(), input.cpu(), weight.cpu(),
       std::vector<c10::SymInt>{std::move(out_channels)}, stride, padding,

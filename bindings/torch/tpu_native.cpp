@@ -34,13 +34,42 @@ int table_index(const c10::OperatorHandle& op) {
   return i;
 }
 
-// Fills `out` from `v`; false when the native path cannot take it.
-bool marshal(const c10::IValue& v, tpuc_op_arg* out,
-             std::optional<c10::Device>* device) {
+// Fills `out` from `v`, whose schema type is `type`; false when the native
+// path cannot take it. Ints, bools, int lists and dtypes that the schema
+// declares as such are static arguments of the op; numbers declared as
+// Scalar (and CPU 0-d tensors) are values. `lists` keeps int lists alive.
+bool marshal(const c10::IValue& v, const c10::TypePtr& declared,
+             tpuc_op_arg* out, std::optional<c10::Device>* device,
+             std::vector<std::vector<int64_t>>* lists) {
   *out = tpuc_op_arg{};
   if (v.isNone()) {
     out->kind = TPUC_OP_ARG_NONE;
     return true;
+  }
+  c10::TypePtr type = declared;
+  if (auto opt = type->cast<c10::OptionalType>()) type = opt->getElementType();
+  switch (type->kind()) {
+    case c10::TypeKind::IntType:
+      out->kind = TPUC_OP_ARG_INT;
+      out->i = v.toInt();
+      return true;
+    case c10::TypeKind::BoolType:
+      out->kind = TPUC_OP_ARG_BOOL;
+      out->i = v.toBool();
+      return true;
+    case c10::TypeKind::ScalarTypeType:
+      out->kind = TPUC_OP_ARG_DTYPE;
+      out->dtype = to_tpuc_dtype(static_cast<at::ScalarType>(v.toInt()));
+      return true;
+    case c10::TypeKind::ListType:
+      if (!v.isIntList()) return false;
+      lists->push_back(v.toIntVector());
+      out->kind = TPUC_OP_ARG_INT_LIST;
+      out->list = lists->back().data();
+      out->list_len = lists->back().size();
+      return true;
+    default:
+      break;
   }
   if (v.isTensor()) {
     const at::Tensor& t = v.toTensor();
@@ -96,10 +125,14 @@ void native_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   int index = table_index(op);
   size_t nargs = op.schema().arguments().size();
   std::vector<tpuc_op_arg> args(nargs);
+  std::vector<std::vector<int64_t>> lists;
+  lists.reserve(nargs);
   std::optional<c10::Device> device;
+  const auto& schema_args = op.schema().arguments();
   bool ok = index >= 0;
   for (size_t i = 0; ok && i < nargs; i++)
-    ok = marshal((*stack)[stack->size() - nargs + i], &args[i], &device);
+    ok = marshal((*stack)[stack->size() - nargs + i], schema_args[i].real_type(),
+                 &args[i], &device, &lists);
   if (!ok || !device) return cpu_fallback_kernel(op, stack);
   c10::DeviceGuard guard(*device);
   tpuc_op_options opts{};

@@ -104,21 +104,36 @@ tpuc_dtype to_tpuc_dtype(at::ScalarType t) {
 
 at::ScalarType to_scalar_type(tpuc_dtype d) {
   switch (d) {
-    case TPUC_DTYPE_PRED: return at::kBool;
-    case TPUC_DTYPE_S8: return at::kChar;
-    case TPUC_DTYPE_S16: return at::kShort;
-    case TPUC_DTYPE_S32: return at::kInt;
-    case TPUC_DTYPE_S64: return at::kLong;
-    case TPUC_DTYPE_U8: return at::kByte;
-    case TPUC_DTYPE_U16: return at::kUInt16;
-    case TPUC_DTYPE_U32: return at::kUInt32;
-    case TPUC_DTYPE_U64: return at::kUInt64;
-    case TPUC_DTYPE_F16: return at::kHalf;
-    case TPUC_DTYPE_BF16: return at::kBFloat16;
-    case TPUC_DTYPE_F32: return at::kFloat;
-    case TPUC_DTYPE_F64: return at::kDouble;
-    case TPUC_DTYPE_C64: return at::kComplexFloat;
-    case TPUC_DTYPE_C128: return at::kComplexDouble;
+    case TPUC_DTYPE_PRED:
+      return at::kBool;
+    case TPUC_DTYPE_S8:
+      return at::kChar;
+    case TPUC_DTYPE_S16:
+      return at::kShort;
+    case TPUC_DTYPE_S32:
+      return at::kInt;
+    case TPUC_DTYPE_S64:
+      return at::kLong;
+    case TPUC_DTYPE_U8:
+      return at::kByte;
+    case TPUC_DTYPE_U16:
+      return at::kUInt16;
+    case TPUC_DTYPE_U32:
+      return at::kUInt32;
+    case TPUC_DTYPE_U64:
+      return at::kUInt64;
+    case TPUC_DTYPE_F16:
+      return at::kHalf;
+    case TPUC_DTYPE_BF16:
+      return at::kBFloat16;
+    case TPUC_DTYPE_F32:
+      return at::kFloat;
+    case TPUC_DTYPE_F64:
+      return at::kDouble;
+    case TPUC_DTYPE_C64:
+      return at::kComplexFloat;
+    case TPUC_DTYPE_C128:
+      return at::kComplexDouble;
     default:
       TORCH_CHECK(false, "invalid tpuc dtype ", static_cast<int>(d));
   }

@@ -9,6 +9,7 @@
 
 /* One op call being lowered: its arguments as values of @main. */
 typedef struct op_ctx {
+  tpuc_hlo_module* module;
   tpuc_hlo_fn* fn;
   const tpuc_op_arg* args;
   size_t nargs;
@@ -49,6 +50,14 @@ tpuc_status* op_lower_compare(op_ctx* c, int param);
 tpuc_status* op_lower_unary(op_ctx* c, int param);
 tpuc_status* op_lower_where(op_ctx* c, int param);
 tpuc_status* op_lower_matmul(op_ctx* c, int param);
+tpuc_status* op_lower_reduce(op_ctx* c, int param);
+
+/* op_lower_reduce: which reduction, and whether argument 1 is a dim list. */
+#define OP_REDUCE_SUM 1
+#define OP_REDUCE_MEAN 2
+#define OP_REDUCE_MAX 3
+#define OP_REDUCE_MIN 4
+#define OP_REDUCE_DIMS 0x100
 
 /* Parameters of op_lower_binary / op_lower_unary beyond the HLO enums. */
 #define OP_BINARY_TRUE_DIV 0x100  /* ints promote to the default float */

@@ -249,6 +249,11 @@ static void make_key(int index, const tpuc_op_arg* args, size_t nargs,
       key_put(k, &a->scalar_dtype, sizeof a->scalar_dtype);
     } else if (a->kind == TPUC_OP_ARG_INT || a->kind == TPUC_OP_ARG_BOOL) {
       key_put(k, &a->i, sizeof a->i);
+    } else if (a->kind == TPUC_OP_ARG_INT_LIST) {
+      key_put(k, &a->list_len, sizeof a->list_len);
+      key_put(k, a->list, sizeof(int64_t) * a->list_len);
+    } else if (a->kind == TPUC_OP_ARG_DTYPE) {
+      key_put(k, &a->dtype, sizeof a->dtype);
     }
   }
 }
@@ -412,6 +417,7 @@ static tpuc_status* build_program(tpuc_client* client, const op_entry* e,
                                   tpuc_hlo_type* out_types) {
   tpuc_hlo_module* m = NULL;
   TRY(tpuc_hlo_module_create("tpuc_op", &m));
+  c->module = m;
   tpuc_status* st = tpuc_hlo_main(m, &c->fn);
   for (size_t i = 0; st == NULL && i < c->nargs; i++) st = declare_arg(c, i);
   if (st == NULL) st = e->lower(c, e->param);

@@ -59,6 +59,12 @@ static const op_entry kOps[] = {
     {"aten::pow.Tensor_Scalar", op_lower_binary,
      TPUC_HLO_POW | OP_BINARY_FLOAT_ONLY},
     {"aten::where.self", op_lower_where, 0},
+    {"aten::sum", op_lower_reduce, OP_REDUCE_SUM},
+    {"aten::sum.dim_IntList", op_lower_reduce, OP_REDUCE_SUM | OP_REDUCE_DIMS},
+    {"aten::mean", op_lower_reduce, OP_REDUCE_MEAN},
+    {"aten::mean.dim", op_lower_reduce, OP_REDUCE_MEAN | OP_REDUCE_DIMS},
+    {"aten::amax", op_lower_reduce, OP_REDUCE_MAX | OP_REDUCE_DIMS},
+    {"aten::amin", op_lower_reduce, OP_REDUCE_MIN | OP_REDUCE_DIMS},
     {"aten::mm", op_lower_matmul, 0},
     {"aten::bmm", op_lower_matmul, 1},
 };

@@ -138,3 +138,29 @@ def test_unsupported_cases_fall_back_correctly():
     c = torch.randn(3, dtype=torch.complex64)
     torch.testing.assert_close((c.tpu() * 2).cpu(), c * 2)
     assert "aten::mul.Tensor" in tpuc.fallback_report()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int32, torch.bool], ids=str)
+def test_sum_and_extrema(dtype):
+    x = make((3, 4, 5), dtype)
+    check_native(lambda a: a.sum(), x)
+    check_native(lambda a: a.sum(1), x)
+    check_native(lambda a: a.sum((0, -1), keepdim=True), x)
+    check_native(lambda a: a.sum(dtype=torch.float64), x)
+    if dtype != torch.bool:
+        check_native(lambda a: a.amax(1), x, exact=True)
+        check_native(lambda a: a.amin((0, 2), keepdim=True), x, exact=True)
+
+
+def test_mean_and_reduction_errors():
+    x = make((4, 6), torch.float32)
+    check_native(lambda a: a.mean(), x)
+    check_native(lambda a: a.mean(0, keepdim=True), x)
+    check_native(lambda a: a.t().mean(-1), x)
+    t = torch.arange(6, device="tpu")
+    with pytest.raises(RuntimeError, match="could not infer output dtype"):
+        t.mean()
+    with pytest.raises(IndexError, match="Dimension out of range"):
+        x.tpu().sum(5)
+    with pytest.raises(RuntimeError, match="appears multiple times"):
+        x.tpu().sum((0, 0))

@@ -1,0 +1,152 @@
+/* Reductions: sum, mean, amax, amin over dims (PyTorch semantics: integral
+ * sums are int64, half-precision floats accumulate in f32, mean needs a
+ * floating result, an empty dim list means every dim, keepdim). */
+#include <math.h>
+#include <string.h>
+
+#include "ops/ops_internal.h"
+
+#define TRY(expr) TPUC_RETURN_IF_ERROR(expr)
+
+static tpuc_status* reduce_dims(const op_ctx* c, int has_dims, bool* reduce,
+                                int64_t* count) {
+  int rank = c->types[0].rank;
+  const tpuc_op_arg* d = c->nargs > 1 ? &c->args[1] : NULL;
+  bool all = !has_dims || d == NULL || d->kind == TPUC_OP_ARG_NONE ||
+             (d->kind == TPUC_OP_ARG_INT_LIST && d->list_len == 0);
+  if (!all && d->kind != TPUC_OP_ARG_INT_LIST)
+    return tpuc_status_make(TPUC_UNIMPLEMENTED, "unexpected dim argument");
+  for (int i = 0; i < rank; i++) reduce[i] = all;
+  for (size_t k = 0; !all && k < d->list_len; k++) {
+    int64_t dim = d->list[k];
+    int64_t lo = rank == 0 ? -1 : -rank, hi = rank == 0 ? 0 : rank - 1;
+    if (dim < lo || dim > hi)
+      return tpuc_status_make(TPUC_OUT_OF_RANGE,
+                              "Dimension out of range (expected to be in range "
+                              "of [%lld, %lld], but got %lld)",
+                              (long long)lo, (long long)hi, (long long)dim);
+    if (rank == 0) continue;
+    if (dim < 0) dim += rank;
+    if (reduce[dim])
+      return tpuc_status_make(TPUC_INVALID_ARGUMENT,
+                              "dim %lld appears multiple times in the list of "
+                              "dims",
+                              (long long)dim);
+    reduce[dim] = true;
+  }
+  *count = 1;
+  for (int i = 0; i < rank; i++)
+    if (reduce[i]) *count *= c->types[0].dims[i];
+  return NULL;
+}
+
+/* The identity of `op` over `dt` as a rank-0 constant. */
+static tpuc_status* init_value(op_ctx* c, int op, tpuc_dtype dt,
+                               tpuc_hlo_value* out) {
+  if (op == OP_REDUCE_SUM || op == OP_REDUCE_MEAN)
+    return tpuc_hlo_constant_i64(c->fn, dt, 0, out);
+  bool max = op == OP_REDUCE_MAX;
+  if (tpuc_dtype_is_float(dt))
+    return tpuc_hlo_constant_f64(c->fn, dt, max ? -INFINITY : INFINITY, out);
+  int bits = (int)tpuc_dtype_size(dt) * 8;
+  if (tpuc_dtype_is_unsigned_int(dt)) {
+    if (!max) {
+      /* all ones of the width, built as a bitcast of -1 */
+      tpuc_hlo_value m1;
+      tpuc_dtype s = dt == TPUC_DTYPE_U8    ? TPUC_DTYPE_S8
+                     : dt == TPUC_DTYPE_U16 ? TPUC_DTYPE_S16
+                     : dt == TPUC_DTYPE_U32 ? TPUC_DTYPE_S32
+                                            : TPUC_DTYPE_S64;
+      TRY(tpuc_hlo_constant_i64(c->fn, s, -1, &m1));
+      return tpuc_hlo_bitcast_convert(c->fn, m1, dt, out);
+    }
+    return tpuc_hlo_constant_i64(c->fn, dt, 0, out);
+  }
+  int64_t lim = bits == 64 ? INT64_MAX : (((int64_t)1 << (bits - 1)) - 1);
+  return tpuc_hlo_constant_i64(c->fn, dt, max ? -lim - 1 : lim, out);
+}
+
+tpuc_status* op_lower_reduce(op_ctx* c, int param) {
+  int op = param & 0xff;
+  int has_dims = (param & OP_REDUCE_DIMS) != 0;
+  if (c->nargs < 1 || c->args[0].kind != TPUC_OP_ARG_TENSOR)
+    return tpuc_status_make(TPUC_UNIMPLEMENTED, "unexpected arguments");
+  const tpuc_hlo_type in = c->types[0];
+  if (tpuc_dtype_is_complex(in.dtype))
+    return tpuc_status_make(TPUC_UNIMPLEMENTED, "complex reductions: CPU");
+  /* Optional dtype argument: last for sum/mean. */
+  tpuc_dtype want = TPUC_DTYPE_INVALID;
+  const tpuc_op_arg* last = &c->args[c->nargs - 1];
+  if ((op == OP_REDUCE_SUM || op == OP_REDUCE_MEAN) && c->nargs > 1 &&
+      last->kind == TPUC_OP_ARG_DTYPE)
+    want = last->dtype;
+  tpuc_dtype result;
+  if (op == OP_REDUCE_MAX || op == OP_REDUCE_MIN) {
+    if (in.dtype == TPUC_DTYPE_PRED)
+      return tpuc_status_make(TPUC_UNIMPLEMENTED, "bool amax/amin: CPU");
+    result = in.dtype;
+  } else if (want != TPUC_DTYPE_INVALID) {
+    result = want;
+  } else if (op == OP_REDUCE_SUM && !tpuc_dtype_is_float(in.dtype)) {
+    result = TPUC_DTYPE_S64;
+  } else {
+    result = in.dtype;
+  }
+  if (op == OP_REDUCE_MEAN && !tpuc_dtype_is_float(result))
+    return tpuc_status_make(
+        TPUC_INVALID_ARGUMENT,
+        "mean(): could not infer output dtype. Input dtype must be either a "
+        "floating point or complex dtype. Got: %s",
+        tpuc_dtype_mlir_name(result));
+  if (tpuc_dtype_is_complex(result))
+    return tpuc_status_make(TPUC_UNIMPLEMENTED, "complex reductions: CPU");
+  bool reduce[TPUC_MAX_RANK];
+  int64_t count = 1;
+  TRY(reduce_dims(c, has_dims, reduce, &count));
+  if (count == 0 && (op == OP_REDUCE_MAX || op == OP_REDUCE_MIN))
+    return tpuc_status_make(TPUC_UNIMPLEMENTED, "empty amax/amin: CPU says why");
+  bool keepdim = has_dims && c->nargs > 2 &&
+                 (c->args[2].kind == TPUC_OP_ARG_BOOL) && c->args[2].i != 0;
+  tpuc_dtype acc = (result == TPUC_DTYPE_F16 || result == TPUC_DTYPE_BF16)
+                       ? TPUC_DTYPE_F32
+                       : result;
+  tpuc_hlo_value x = c->vals[0];
+  if (want != TPUC_DTYPE_INVALID && in.dtype != want)
+    TRY(tpuc_hlo_convert(c->fn, x, want, &x));
+  tpuc_hlo_type xt;
+  TRY(tpuc_hlo_value_type(c->fn, x, &xt));
+  if (xt.dtype != acc) TRY(tpuc_hlo_convert(c->fn, x, acc, &x));
+  int64_t dims[TPUC_MAX_RANK], kept[TPUC_MAX_RANK];
+  size_t nd = 0;
+  int nk = 0;
+  for (int i = 0; i < in.rank; i++) {
+    if (reduce[i]) {
+      dims[nd++] = i;
+      kept[nk++] = 1;
+    } else {
+      kept[nk++] = in.dims[i];
+    }
+  }
+  tpuc_hlo_value init, r;
+  TRY(init_value(c, op, acc, &init));
+  tpuc_hlo_fn* body = NULL;
+  tpuc_hlo_binary_op bop = op == OP_REDUCE_MAX   ? TPUC_HLO_MAX
+                           : op == OP_REDUCE_MIN ? TPUC_HLO_MIN
+                                                 : TPUC_HLO_ADD;
+  TRY(tpuc_hlo_region_binary(c->module, acc, bop, &body));
+  TRY(tpuc_hlo_reduce(c->fn, &x, &init, 1, dims, nd, body, &r));
+  if (op == OP_REDUCE_MEAN) {
+    tpuc_hlo_type rt;
+    TRY(tpuc_hlo_value_type(c->fn, r, &rt));
+    tpuc_hlo_value n, nb;
+    TRY(tpuc_hlo_constant_f64(c->fn, acc, (double)count, &n));
+    int64_t none[1];
+    TRY(tpuc_hlo_broadcast_in_dim(c->fn, n, rt.dims, rt.rank, none, &nb));
+    TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_DIV, r, nb, &r));
+  }
+  if (acc != result) TRY(tpuc_hlo_convert(c->fn, r, result, &r));
+  if (keepdim) TRY(tpuc_hlo_reshape(c->fn, r, kept, nk, &r));
+  c->outs[0] = r;
+  c->nouts = 1;
+  return NULL;
+}
