@@ -131,8 +131,8 @@ void native_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const auto& schema_args = op.schema().arguments();
   bool ok = index >= 0;
   for (size_t i = 0; ok && i < nargs; i++)
-    ok = marshal((*stack)[stack->size() - nargs + i], schema_args[i].real_type(),
-                 &args[i], &device, &lists);
+    ok = marshal((*stack)[stack->size() - nargs + i],
+                 schema_args[i].real_type(), &args[i], &device, &lists);
   if (!ok || !device) return cpu_fallback_kernel(op, stack);
   c10::DeviceGuard guard(*device);
   tpuc_op_options opts{};

@@ -27,12 +27,12 @@ extern "C" {
 
 typedef enum tpuc_op_arg_kind {
   TPUC_OP_ARG_NONE = 0,
-  TPUC_OP_ARG_TENSOR, /* a tensor on the device: `view` */
-  TPUC_OP_ARG_SCALAR, /* a number (a Python scalar or a CPU 0-d tensor) */
-  TPUC_OP_ARG_INT,    /* an int argument of the op (a dim, say): `i` */
-  TPUC_OP_ARG_BOOL,   /* a bool argument of the op (keepdim): `i` */
+  TPUC_OP_ARG_TENSOR,   /* a tensor on the device: `view` */
+  TPUC_OP_ARG_SCALAR,   /* a number (a Python scalar or a CPU 0-d tensor) */
+  TPUC_OP_ARG_INT,      /* an int argument of the op (a dim, say): `i` */
+  TPUC_OP_ARG_BOOL,     /* a bool argument of the op (keepdim): `i` */
   TPUC_OP_ARG_INT_LIST, /* an int[] argument (dims): `list`, `list_len` */
-  TPUC_OP_ARG_DTYPE,  /* a dtype argument: `dtype` */
+  TPUC_OP_ARG_DTYPE,    /* a dtype argument: `dtype` */
 } tpuc_op_arg_kind;
 
 typedef enum tpuc_scalar_kind {
@@ -53,7 +53,7 @@ typedef struct tpuc_op_arg {
   int64_t i;               /* SCALAR int/bool, INT, BOOL */
   const int64_t* list;     /* INT_LIST (valid during the call) */
   size_t list_len;
-  tpuc_dtype dtype;        /* DTYPE */
+  tpuc_dtype dtype; /* DTYPE */
 } tpuc_op_arg;
 
 typedef struct tpuc_op_result {

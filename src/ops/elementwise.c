@@ -21,8 +21,8 @@ tpuc_status* op_lower_binary(op_ctx* c, int param) {
   tpuc_dtype compute = dt;
   if ((param & OP_BINARY_TRUE_DIV) && !tpuc_dtype_is_float(dt))
     compute = c->opts->default_float;
-  if ((param & OP_BINARY_INT_ONLY) && (tpuc_dtype_is_float(dt) ||
-                                       tpuc_dtype_is_complex(dt)))
+  if ((param & OP_BINARY_INT_ONLY) &&
+      (tpuc_dtype_is_float(dt) || tpuc_dtype_is_complex(dt)))
     return tpuc_status_make(TPUC_UNIMPLEMENTED, "bitwise op on floats: CPU");
   if ((param & OP_BINARY_FLOAT_ONLY) && !tpuc_dtype_is_float(dt))
     return tpuc_status_make(TPUC_UNIMPLEMENTED, "integer form runs on the CPU");

@@ -51,6 +51,7 @@ tpuc_status* op_lower_unary(op_ctx* c, int param);
 tpuc_status* op_lower_where(op_ctx* c, int param);
 tpuc_status* op_lower_matmul(op_ctx* c, int param);
 tpuc_status* op_lower_reduce(op_ctx* c, int param);
+tpuc_status* op_lower_softmax(op_ctx* c, int log);
 
 /* op_lower_reduce: which reduction, and whether argument 1 is a dim list. */
 #define OP_REDUCE_SUM 1
@@ -60,13 +61,13 @@ tpuc_status* op_lower_reduce(op_ctx* c, int param);
 #define OP_REDUCE_DIMS 0x100
 
 /* Parameters of op_lower_binary / op_lower_unary beyond the HLO enums. */
-#define OP_BINARY_TRUE_DIV 0x100  /* ints promote to the default float */
-#define OP_BINARY_ALPHA 0x200     /* third argument multiplies the second */
-#define OP_BINARY_INT_ONLY 0x400   /* bool/int operands only (bitwise ops) */
-#define OP_BINARY_FLOAT_ONLY 0x800 /* float operands only (else the CPU) */
-#define OP_UNARY_FLOAT 0x100      /* ints promote to the default float */
-#define OP_UNARY_RELU 0x200       /* max(x, 0) */
-#define OP_UNARY_RECIPROCAL 0x400 /* 1 / x */
+#define OP_BINARY_TRUE_DIV 0x100    /* ints promote to the default float */
+#define OP_BINARY_ALPHA 0x200       /* third argument multiplies the second */
+#define OP_BINARY_INT_ONLY 0x400    /* bool/int operands only (bitwise ops) */
+#define OP_BINARY_FLOAT_ONLY 0x800  /* float operands only (else the CPU) */
+#define OP_UNARY_FLOAT 0x100        /* ints promote to the default float */
+#define OP_UNARY_RELU 0x200         /* max(x, 0) */
+#define OP_UNARY_RECIPROCAL 0x400   /* 1 / x */
 #define OP_UNARY_INT_IDENTITY 0x800 /* rounding: ints and bools unchanged */
 #define OP_UNARY_INT_ONLY 0x1000    /* bool/int only (bitwise_not) */
 

@@ -104,7 +104,8 @@ tpuc_status* op_lower_reduce(op_ctx* c, int param) {
   int64_t count = 1;
   TRY(reduce_dims(c, has_dims, reduce, &count));
   if (count == 0 && (op == OP_REDUCE_MAX || op == OP_REDUCE_MIN))
-    return tpuc_status_make(TPUC_UNIMPLEMENTED, "empty amax/amin: CPU says why");
+    return tpuc_status_make(TPUC_UNIMPLEMENTED,
+                            "empty amax/amin: CPU says why");
   bool keepdim = has_dims && c->nargs > 2 &&
                  (c->args[2].kind == TPUC_OP_ARG_BOOL) && c->args[2].i != 0;
   tpuc_dtype acc = (result == TPUC_DTYPE_F16 || result == TPUC_DTYPE_BF16)
@@ -147,6 +148,75 @@ tpuc_status* op_lower_reduce(op_ctx* c, int param) {
   if (acc != result) TRY(tpuc_hlo_convert(c->fn, r, result, &r));
   if (keepdim) TRY(tpuc_hlo_reshape(c->fn, r, kept, nk, &r));
   c->outs[0] = r;
+  c->nouts = 1;
+  return NULL;
+}
+
+/* _softmax / _log_softmax(self, dim, half_to_float): computed in f32 for
+ * half floats (as the CPU kernels), max-subtracted for stability. */
+tpuc_status* op_lower_softmax(op_ctx* c, int log) {
+  if (c->nargs < 3 || c->args[0].kind != TPUC_OP_ARG_TENSOR ||
+      c->args[1].kind != TPUC_OP_ARG_INT)
+    return tpuc_status_make(TPUC_UNIMPLEMENTED, "unexpected arguments");
+  const tpuc_hlo_type in = c->types[0];
+  if (!tpuc_dtype_is_float(in.dtype))
+    return tpuc_status_make(TPUC_UNIMPLEMENTED, "non-float softmax: CPU");
+  /* The CPU's half-precision log_softmax rounds its running sum to the
+   * input dtype before the log; until that is matched, it runs there. */
+  if (log && (in.dtype == TPUC_DTYPE_F16 || in.dtype == TPUC_DTYPE_BF16))
+    return tpuc_status_make(TPUC_UNIMPLEMENTED, "half log_softmax: CPU");
+  bool half_to_float = c->args[2].kind == TPUC_OP_ARG_BOOL && c->args[2].i;
+  int rank = in.rank;
+  int64_t dim = c->args[1].i;
+  int64_t lo = rank == 0 ? -1 : -rank, hi = rank == 0 ? 0 : rank - 1;
+  if (dim < lo || dim > hi)
+    return tpuc_status_make(TPUC_OUT_OF_RANGE,
+                            "Dimension out of range (expected to be in range "
+                            "of [%lld, %lld], but got %lld)",
+                            (long long)lo, (long long)hi, (long long)dim);
+  if (dim < 0) dim += rank;
+  tpuc_dtype acc = (in.dtype == TPUC_DTYPE_F16 || in.dtype == TPUC_DTYPE_BF16)
+                       ? TPUC_DTYPE_F32
+                       : in.dtype;
+  tpuc_dtype result = half_to_float ? TPUC_DTYPE_F32 : in.dtype;
+  tpuc_hlo_value x = c->vals[0];
+  if (acc != in.dtype) TRY(tpuc_hlo_convert(c->fn, x, acc, &x));
+  if (rank == 0) {
+    /* softmax of a scalar is 1, log_softmax 0 */
+    tpuc_hlo_value k;
+    TRY(tpuc_hlo_constant_i64(c->fn, result, log ? 0 : 1, &k));
+    c->outs[0] = k;
+    c->nouts = 1;
+    return NULL;
+  }
+  int64_t d = dim;
+  int64_t bdims[TPUC_MAX_RANK];
+  int nb = 0;
+  for (int i = 0; i < rank; i++)
+    if (i != d) bdims[nb++] = i;
+  tpuc_hlo_value ninf, zero, mx, mxb, shifted, e, s, sb, out;
+  tpuc_hlo_fn *max_body = NULL, *add_body = NULL;
+  TRY(tpuc_hlo_constant_f64(c->fn, acc, -INFINITY, &ninf));
+  TRY(tpuc_hlo_constant_f64(c->fn, acc, 0.0, &zero));
+  TRY(tpuc_hlo_region_binary(c->module, acc, TPUC_HLO_MAX, &max_body));
+  TRY(tpuc_hlo_region_binary(c->module, acc, TPUC_HLO_ADD, &add_body));
+  TRY(tpuc_hlo_reduce(c->fn, &x, &ninf, 1, &d, 1, max_body, &mx));
+  TRY(tpuc_hlo_broadcast_in_dim(c->fn, mx, in.dims, rank, bdims, &mxb));
+  /* Rows that are all -inf keep their NaN/-inf like the CPU: subtracting
+   * -inf gives NaN there, as PyTorch does. */
+  TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_SUB, x, mxb, &shifted));
+  TRY(tpuc_hlo_unary(c->fn, TPUC_HLO_EXP, shifted, &e));
+  TRY(tpuc_hlo_reduce(c->fn, &e, &zero, 1, &d, 1, add_body, &s));
+  TRY(tpuc_hlo_broadcast_in_dim(c->fn, s, in.dims, rank, bdims, &sb));
+  if (log) {
+    tpuc_hlo_value ls;
+    TRY(tpuc_hlo_unary(c->fn, TPUC_HLO_LOG, sb, &ls));
+    TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_SUB, shifted, ls, &out));
+  } else {
+    TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_DIV, e, sb, &out));
+  }
+  if (acc != result) TRY(tpuc_hlo_convert(c->fn, out, result, &out));
+  c->outs[0] = out;
   c->nouts = 1;
   return NULL;
 }

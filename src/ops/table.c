@@ -65,6 +65,8 @@ static const op_entry kOps[] = {
     {"aten::mean.dim", op_lower_reduce, OP_REDUCE_MEAN | OP_REDUCE_DIMS},
     {"aten::amax", op_lower_reduce, OP_REDUCE_MAX | OP_REDUCE_DIMS},
     {"aten::amin", op_lower_reduce, OP_REDUCE_MIN | OP_REDUCE_DIMS},
+    {"aten::_softmax", op_lower_softmax, 0},
+    {"aten::_log_softmax", op_lower_softmax, 1},
     {"aten::mm", op_lower_matmul, 0},
     {"aten::bmm", op_lower_matmul, 1},
 };

@@ -164,3 +164,13 @@ def test_mean_and_reduction_errors():
         x.tpu().sum(5)
     with pytest.raises(RuntimeError, match="appears multiple times"):
         x.tpu().sum((0, 0))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16], ids=str)
+def test_softmax_log_softmax(dtype):
+    x = make((4, 7), dtype) * 3
+    check_native(lambda a: torch.softmax(a, -1), x)
+    if dtype != torch.bfloat16:  # half log_softmax runs on the CPU for now
+        check_native(lambda a: torch.log_softmax(a, 0), x)
+    check_native(lambda a: torch.softmax(a.t(), 1), x)
+    check_native(lambda a: torch.softmax(a, 1, dtype=torch.float32), x)
