@@ -481,7 +481,10 @@ tpuc_status* tpuc_cache_clear(tpuc_client* c, bool disk) {
       struct dirent* ent;
       while ((ent = readdir(d)) != NULL) {
         size_t n = strlen(ent->d_name);
-        if (n > 4 && strcmp(ent->d_name + n - 4, ".tpx") == 0) {
+        /* Entries and their lock files (a process still holding a removed
+         * lock only loses the compile-once guarantee, never correctness). */
+        if ((n > 4 && strcmp(ent->d_name + n - 4, ".tpx") == 0) ||
+            (n > 5 && strcmp(ent->d_name + n - 5, ".lock") == 0)) {
           char p[4400];
           snprintf(p, sizeof p, "%s/%s", k->dir, ent->d_name);
           unlink(p);

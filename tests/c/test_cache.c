@@ -126,6 +126,8 @@ static void test_memory_then_disk_tiers(void) {
   tpuc_client* c = new_client(g_dir);
   TPUC_CHECK(c != NULL);
   TPUC_CHECK_OK(tpuc_cache_clear(c, true));
+  TPUC_CHECK(count_entries(tpuc_cache_dir(c), ".tpx") == 0);
+  TPUC_CHECK(count_entries(tpuc_cache_dir(c), ".lock") == 0);
   tpuc_cache_source src;
   TPUC_CHECK(run_program(c, 100, &src) && src == TPUC_CACHE_COMPILED);
   TPUC_CHECK(run_program(c, 100, &src) && src == TPUC_CACHE_MEMORY);
