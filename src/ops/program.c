@@ -326,29 +326,47 @@ static void prog_insert(tpuc_client* client, const keybuf* k,
 }
 
 void tpuc_op_cache_clear(tpuc_client* client) {
+  /* Move the surviving entries into a fresh table under the lock; release
+   * the removed ones after it. */
   pthread_mutex_lock(&g_prog_mu);
-  /* Rebuild the table without the client's entries. */
   prog_entry* old = g_progs;
   size_t cap = g_progs_cap;
-  g_progs = NULL;
-  g_progs_cap = g_progs_count = 0;
-  pthread_mutex_unlock(&g_prog_mu);
-  for (size_t i = 0; i < cap; i++) {
-    if (old[i].key == NULL) continue;
-    if (client == NULL || old[i].client == client) {
-      tpuc_executable_release(old[i].exe);
-      free(old[i].key);
-    } else {
-      keybuf k;
-      memcpy(k.buf, old[i].key, old[i].key_len);
-      k.len = old[i].key_len;
-      prog_insert(old[i].client, &k, old[i].fp, old[i].exe, old[i].nouts,
-                  old[i].out_types);
-      tpuc_executable_release(old[i].exe);
-      free(old[i].key);
+  prog_entry* kept = cap ? calloc(cap, sizeof *kept) : NULL;
+  prog_entry* gone = cap ? calloc(cap, sizeof *gone) : NULL;
+  size_t nkept = 0, ngone = 0;
+  if (cap && (kept == NULL || gone == NULL)) {
+    /* No memory to sort them out: forget everything. */
+    free(kept);
+    kept = NULL;
+    free(gone);
+    gone = old;
+    ngone = cap;
+    g_progs = NULL;
+    g_progs_cap = g_progs_count = 0;
+  } else {
+    for (size_t i = 0; i < cap; i++) {
+      if (old[i].key == NULL) continue;
+      if (client != NULL && old[i].client != client) {
+        size_t j = (size_t)old[i].fp.lo & (cap - 1);
+        while (kept[j].key) j = (j + 1) & (cap - 1);
+        kept[j] = old[i];
+        nkept++;
+      } else {
+        gone[ngone++] = old[i];
+      }
     }
+    g_progs = kept;
+    g_progs_cap = kept ? cap : 0;
+    g_progs_count = nkept;
+    free(old);
   }
-  free(old);
+  pthread_mutex_unlock(&g_prog_mu);
+  for (size_t i = 0; i < ngone; i++) {
+    if (gone[i].key == NULL) continue;
+    tpuc_executable_release(gone[i].exe);
+    free(gone[i].key);
+  }
+  free(gone);
 }
 
 /* --------------------------------- run --------------------------------- */

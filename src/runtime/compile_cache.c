@@ -20,6 +20,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,8 +87,9 @@ static char* default_cache_root(void) {
 static tpuc_fingerprint plugin_fingerprint(tpuc_client* c) {
   char id[1024];
   struct stat st;
-  long long size = stat(c->plugin->info.path, &st) == 0 ? st.st_size : -1;
-  long long mtime = stat(c->plugin->info.path, &st) == 0 ? st.st_mtime : 0;
+  bool have = stat(c->plugin->info.path, &st) == 0;
+  long long size = have ? (long long)st.st_size : -1;
+  long long mtime = have ? (long long)st.st_mtime : 0;
   int n = snprintf(id, sizeof id, "%s|%s|%d.%d|%s|%lld|%lld|%zu",
                    c->platform_name, c->platform_version,
                    c->plugin->info.api_major, c->plugin->info.api_minor,
