@@ -67,6 +67,13 @@ at::Tensor view(const at::Tensor& self, c10::SymIntArrayRef size) {
   return at::native::view(self, C10_AS_INTARRAYREF_SLOW(size));
 }
 
+// unfold is a view with a per-backend kernel; its strides are computed
+// the same way for every strided tensor.
+at::Tensor unfold(const at::Tensor& self, int64_t dim, int64_t size,
+                  int64_t step) {
+  return at::native::unfold(self, dim, size, step);
+}
+
 at::Tensor reshape_alias(const at::Tensor& self, c10::SymIntArrayRef size,
                          c10::SymIntArrayRef stride) {
   return at::native::_reshape_alias(self, C10_AS_INTARRAYREF_SLOW(size),
@@ -97,6 +104,16 @@ void copy_into_tpu(const at::Tensor& dst, const at::Tensor& src) {
   if (dst.numel() == 0) return;
   at::Tensor s = src;
   if (s.is_privateuseone()) {
+    if (same_bits(s, dst) && !s.is_conj() && !s.is_neg() &&
+        s.device() == dst.device()) {
+      // On the device: broadcast, convert and write through dst's view in
+      // one program (complex dtypes take the host path below).
+      tpuc_view dv = view_of(dst), sv = view_of(s);
+      tpuc_status* st = tpuc_op_copy(client(), &dv, &sv);
+      if (st == nullptr) return;
+      if (tpuc_status_code(st) != TPUC_UNIMPLEMENTED) check(st);
+      tpuc_status_free(st);
+    }
     if (s.scalar_type() == dst.scalar_type() && s.sizes() == dst.sizes() &&
         same_bits(s, dst)) {
       tpuc_view dv = view_of(dst), sv = view_of(s);
@@ -137,6 +154,10 @@ const at::Tensor& resize_(const at::Tensor& self, c10::SymIntArrayRef size,
   for (auto s : sizes)
     TORCH_CHECK(s >= 0, "Trying to create tensor with negative dimension ", s,
                 ": ", sizes);
+  // Same sizes: nothing to do (a view keeps its strides, as on the CPU).
+  if (self.sizes() == sizes &&
+      (!format.has_value() || *format == c10::MemoryFormat::Preserve))
+    return self;
   auto* impl = self.unsafeGetTensorImpl();
   impl->set_sizes_contiguous(sizes);
   if (format.has_value() && *format != c10::MemoryFormat::Preserve)
@@ -341,6 +362,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("as_strided", as_strided);
   m.impl("view", view);
   m.impl("_reshape_alias", reshape_alias);
+  m.impl("unfold", unfold);
   m.impl("resize_", resize_);
   m.impl("copy_", copy_);
   m.impl("_copy_from", copy_from);
@@ -350,14 +372,6 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("set_.source_Storage", set_storage);
   m.impl("set_.source_Storage_storage_offset", set_storage_offset);
   m.impl("set_", set_empty);
-  // These have a generic decomposition PyTorch would pick for a backend
-  // without a kernel; in bf16/f16 it rounds every step and drifts from the
-  // CPU kernel (which accumulates in f32), so they run the CPU kernel until
-  // they have a native lowering.
-  m.impl("native_layer_norm",
-         torch::CppFunction::makeFromBoxedFunction<&fallback>());
-  m.impl("native_layer_norm_backward",
-         torch::CppFunction::makeFromBoxedFunction<&fallback>());
   m.impl("convolution_overrideable", convolution_overrideable);
   m.impl("convolution_backward_overrideable",
          convolution_backward_overrideable);

@@ -5,6 +5,8 @@
 // through the fallback.
 #include <ATen/ATen.h>
 #include <ATen/Context.h>
+#include <ATen/MemoryOverlap.h>
+#include <ATen/native/Resize.h>
 #include <torch/library.h>
 
 #include <mutex>
@@ -38,9 +40,28 @@ int table_index(const c10::OperatorHandle& op) {
 // path cannot take it. Ints, bools, int lists and dtypes that the schema
 // declares as such are static arguments of the op; numbers declared as
 // Scalar (and CPU 0-d tensors) are values. `lists` keeps int lists alive.
+// Storage for what marshalled arguments point at during one call.
+struct Marshalled {
+  std::vector<std::vector<int64_t>> lists;
+  std::vector<std::vector<tpuc_view>> views;
+  std::vector<std::string> strings;
+};
+
+// A tpu tensor as a view; false when the native path cannot take it (lazy
+// conj/neg bits, or another device than the call's).
+bool tensor_view(const at::Tensor& t, std::optional<c10::Device>* device,
+                 tpuc_view* out) {
+  if (!t.is_privateuseone()) return false;
+  if (*device && **device != t.device()) return false;
+  if (t.is_conj() || t.is_neg()) return false;  // lazy bits: CPU path
+  *device = t.device();
+  *out = view_of(t);
+  return true;
+}
+
 bool marshal(const c10::IValue& v, const c10::TypePtr& declared,
              tpuc_op_arg* out, std::optional<c10::Device>* device,
-             std::vector<std::vector<int64_t>>* lists) {
+             Marshalled* keep) {
   *out = tpuc_op_arg{};
   if (v.isNone()) {
     out->kind = TPUC_OP_ARG_NONE;
@@ -48,6 +69,33 @@ bool marshal(const c10::IValue& v, const c10::TypePtr& declared,
   }
   c10::TypePtr type = declared;
   if (auto opt = type->cast<c10::OptionalType>()) type = opt->getElementType();
+  if (type->kind() == c10::TypeKind::StringType) {
+    keep->strings.push_back(v.toStringRef());
+    out->kind = TPUC_OP_ARG_STRING;
+    out->str = keep->strings.back().c_str();
+    return true;
+  }
+  if (v.isTensorList() || v.isOptionalTensorList()) {
+    std::vector<tpuc_view> views;
+    if (v.isTensorList()) {
+      for (const at::Tensor& t : v.toTensorVector()) {
+        views.emplace_back();
+        if (!tensor_view(t, device, &views.back())) return false;
+      }
+    } else {
+      for (const std::optional<at::Tensor>& t : v.toOptionalTensorList()) {
+        views.emplace_back(tpuc_view{});
+        if (t.has_value() && t->defined() &&
+            !tensor_view(*t, device, &views.back()))
+          return false;
+      }
+    }
+    keep->views.push_back(std::move(views));
+    out->kind = TPUC_OP_ARG_TENSOR_LIST;
+    out->views = keep->views.back().data();
+    out->num_views = keep->views.back().size();
+    return true;
+  }
   switch (type->kind()) {
     case c10::TypeKind::IntType:
       out->kind = TPUC_OP_ARG_INT;
@@ -63,10 +111,10 @@ bool marshal(const c10::IValue& v, const c10::TypePtr& declared,
       return true;
     case c10::TypeKind::ListType:
       if (!v.isIntList()) return false;
-      lists->push_back(v.toIntVector());
+      keep->lists.push_back(v.toIntVector());
       out->kind = TPUC_OP_ARG_INT_LIST;
-      out->list = lists->back().data();
-      out->list_len = lists->back().size();
+      out->list = keep->lists.back().data();
+      out->list_len = keep->lists.back().size();
       return true;
     default:
       break;
@@ -78,12 +126,8 @@ bool marshal(const c10::IValue& v, const c10::TypePtr& declared,
       return true;
     }
     if (t.is_privateuseone()) {
-      if (*device && **device != t.device()) return false;
-      if (t.is_conj() || t.is_neg()) return false;  // lazy bits: CPU path
-      *device = t.device();
       out->kind = TPUC_OP_ARG_TENSOR;
-      out->view = view_of(t);
-      return true;
+      return tensor_view(t, device, &out->view);
     }
     if (!t.is_cpu() || t.dim() != 0 || t.is_complex()) return false;
     // A CPU 0-d tensor (a Python number, or a real 0-d tensor) is a scalar.
@@ -121,18 +165,92 @@ bool marshal(const c10::IValue& v, const c10::TypePtr& declared,
   return false;
 }
 
+bool whole_storage(const at::Tensor& t) {
+  return t.is_contiguous() && t.storage_offset() == 0 &&
+         t.nbytes() == t.storage().nbytes();
+}
+
+// A new contiguous tpu tensor holding a result's value.
+at::Tensor wrap_result(tpuc_op_result* r, c10::Device device) {
+  at::Tensor out =
+      at::empty(c10::IntArrayRef(r->sizes, r->rank),
+                at::TensorOptions().dtype(to_scalar_type(r->dtype)).device(
+                    device));
+  tpuc_status* set = nullptr;
+  if (out.numel() > 0) set = tpuc_storage_set_value(storage_of(out), r->value);
+  tpuc_buffer_release(r->value);
+  r->value = nullptr;
+  check(set);
+  return out;
+}
+
+// Writes a result into an out= tensor: PyTorch's casting check, then
+// resize_output (which warns when a non-empty out changes shape), then the
+// value (swapped in when `out` is its whole storage, else copied through
+// its view on the device).
+void write_out(tpuc_op_result* r, at::Tensor& out, c10::Device device) {
+  at::ScalarType rt = to_scalar_type(r->dtype);
+  if (!at::canCast(rt, out.scalar_type())) {
+    tpuc_buffer_release(r->value);
+    r->value = nullptr;
+    TORCH_CHECK(false, "result type ", rt,
+                " can't be cast to the desired output type ",
+                out.scalar_type());
+  }
+  at::native::resize_output(out, c10::IntArrayRef(r->sizes, r->rank));
+  if (out.scalar_type() == rt && whole_storage(out) && !out.is_conj() &&
+      !out.is_neg()) {
+    tpuc_status* set = nullptr;
+    if (out.numel() > 0)
+      set = tpuc_storage_set_value(storage_of(out), r->value);
+    tpuc_buffer_release(r->value);
+    r->value = nullptr;
+    check(set);
+    return;
+  }
+  at::Tensor tmp = wrap_result(r, device);
+  out.copy_(tmp);
+}
+
 void native_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   int index = table_index(op);
-  size_t nargs = op.schema().arguments().size();
+  const auto& schema = op.schema();
+  const auto& schema_args = schema.arguments();
+  size_t nargs = schema_args.size();
   std::vector<tpuc_op_arg> args(nargs);
-  std::vector<std::vector<int64_t>> lists;
-  lists.reserve(nargs);
+  Marshalled keep;
+  keep.lists.reserve(nargs);
+  keep.views.reserve(nargs);
+  keep.strings.reserve(nargs);
   std::optional<c10::Device> device;
-  const auto& schema_args = op.schema().arguments();
+  // Arguments the op writes: an in-place self is read and written in the
+  // op's program; an out= tensor only receives the result.
+  std::vector<size_t> written;
+  std::vector<bool> is_out(nargs, false);
   bool ok = index >= 0;
-  for (size_t i = 0; ok && i < nargs; i++)
-    ok = marshal((*stack)[stack->size() - nargs + i],
-                 schema_args[i].real_type(), &args[i], &device, &lists);
+  for (size_t i = 0; ok && i < nargs; i++) {
+    const c10::IValue& v = (*stack)[stack->size() - nargs + i];
+    const auto* alias = schema_args[i].alias_info();
+    if (alias != nullptr && alias->isWrite()) {
+      ok = v.isTensor() && v.toTensor().is_privateuseone() &&
+           !v.toTensor().is_conj() && !v.toTensor().is_neg();
+      written.push_back(i);
+      if (schema_args[i].kwarg_only()) {
+        is_out[i] = true;
+        if (ok && device && *device != v.toTensor().device()) ok = false;
+        args[i].kind = TPUC_OP_ARG_NONE;
+        continue;
+      }
+    }
+    if (ok)
+      ok = marshal(v, schema_args[i].real_type(), &args[i], &device, &keep);
+  }
+  if (ok && !written.empty() &&
+      (written.size() != schema.returns().size() ||
+       written.size() > TPUC_OP_MAX_RESULTS))
+    ok = false;
+  if (ok && !device && !written.empty())
+    device = (*stack)[stack->size() - nargs + written[0]].toTensor().device();
   if (!ok || !device) return cpu_fallback_kernel(op, stack);
   c10::DeviceGuard guard(*device);
   tpuc_op_options opts{};
@@ -148,31 +266,71 @@ void native_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     default:
       opts.matmul_precision = TPUC_HLO_PRECISION_DEFAULT;
   }
-  tpuc_op_result results[4];
+  std::vector<at::Tensor> targets;
+  for (size_t k = 0; k < written.size(); k++)
+    targets.push_back((*stack)[stack->size() - nargs + written[k]].toTensor());
+  // PyTorch's memory-overlap rules for written tensors, as TensorIterator
+  // checks them on the CPU.
+  for (const at::Tensor& t : targets) {
+    at::assert_no_internal_overlap(t);
+    for (size_t i = 0; i < nargs; i++) {
+      const c10::IValue& v = (*stack)[stack->size() - nargs + i];
+      if (v.isTensor() && v.toTensor().defined() && !v.toTensor().is_cpu())
+        at::assert_no_partial_overlap(t, v.toTensor());
+    }
+  }
+  for (size_t k = 0; k < written.size(); k++)
+    if (!is_out[written[k]]) opts.write_to[k] = &args[written[k]].view;
+  tpuc_op_result results[TPUC_OP_MAX_RESULTS];
   size_t nres = 0;
-  tpuc_status* st = tpuc_op_run(client(), device->index(), index, args.data(),
-                                nargs, &opts, results, 4, &nres);
+  tpuc_status* st =
+      tpuc_op_run(client(), device->index(), index, args.data(), nargs, &opts,
+                  results, TPUC_OP_MAX_RESULTS, &nres);
   if (st != nullptr && tpuc_status_code(st) == TPUC_UNIMPLEMENTED) {
     tpuc_status_free(st);
     return cpu_fallback_kernel(op, stack);
   }
   check(st);
+  if (launch_blocking()) {
+    // TPUC_LAUNCH_BLOCKING=1: wait for this op, so an asynchronous failure
+    // is reported here, at the op that caused it.
+    tpuc_status* sync = tpuc_client_synchronize(client());
+    if (sync != nullptr)
+      for (size_t k = 0; k < nres; k++) tpuc_buffer_release(results[k].value);
+    check(sync);
+  }
+  if (!written.empty() && nres != written.size()) {
+    for (size_t k = 0; k < nres; k++) tpuc_buffer_release(results[k].value);
+    TORCH_CHECK(false, op.schema().name(), ": ", nres, " results for ",
+                written.size(), " outputs");
+  }
   torch::jit::drop(*stack, nargs);
   for (size_t k = 0; k < nres; k++) {
-    at::ScalarType type = at::kFloat;
-    for (auto s : {at::kBool, at::kChar, at::kShort, at::kInt, at::kLong,
-                   at::kByte, at::kUInt16, at::kUInt32, at::kUInt64, at::kHalf,
-                   at::kBFloat16, at::kFloat, at::kDouble})
-      if (to_tpuc_dtype(s) == results[k].dtype) type = s;
-    at::Tensor out =
-        at::empty(c10::IntArrayRef(results[k].sizes, results[k].rank),
-                  at::TensorOptions().dtype(type).device(*device));
-    tpuc_status* set = nullptr;
-    if (out.numel() > 0)
-      set = tpuc_storage_set_value(storage_of(out), results[k].value);
-    tpuc_buffer_release(results[k].value);
-    check(set);
-    torch::jit::push(*stack, std::move(out));
+    if (written.empty()) {
+      torch::jit::push(*stack, wrap_result(&results[k], *device));
+      continue;
+    }
+    at::Tensor& t = targets[k];
+    if (results[k].written) {
+      tpuc_status* set = tpuc_storage_set_value(storage_of(t), results[k].value);
+      tpuc_buffer_release(results[k].value);
+      results[k].value = nullptr;
+      // A failure leaves the remaining results unreleased only if check()
+      // throws; release them first.
+      if (set != nullptr)
+        for (size_t j = k + 1; j < nres; j++)
+          tpuc_buffer_release(results[j].value);
+      check(set);
+    } else {
+      try {
+        write_out(&results[k], t, *device);
+      } catch (...) {
+        for (size_t j = k + 1; j < nres; j++)
+          tpuc_buffer_release(results[j].value);
+        throw;
+      }
+    }
+    torch::jit::push(*stack, t);
   }
 }
 
@@ -181,7 +339,8 @@ void native_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   for (size_t i = 0; i < tpuc_op_table_size(); i++) {
     std::string name = tpuc_op_table_name(i);
-    if (name.rfind("aten::", 0) == 0) name = name.substr(6);
+    if (name.rfind("aten::", 0) != 0) continue;  // internal to tpuc
+    name = name.substr(6);
     m.impl(name.c_str(),
            torch::CppFunction::makeFromBoxedFunction<&native_kernel>());
   }

@@ -33,6 +33,10 @@ typedef enum tpuc_op_arg_kind {
   TPUC_OP_ARG_BOOL,     /* a bool argument of the op (keepdim): `i` */
   TPUC_OP_ARG_INT_LIST, /* an int[] argument (dims): `list`, `list_len` */
   TPUC_OP_ARG_DTYPE,    /* a dtype argument: `dtype` */
+  /* A Tensor[] or Tensor?[] argument: `views`, `num_views`; an entry with
+   * a NULL storage is a None of a Tensor?[] (index's indices, say). */
+  TPUC_OP_ARG_TENSOR_LIST,
+  TPUC_OP_ARG_STRING, /* a str argument (gelu's approximate): `str` */
 } tpuc_op_arg_kind;
 
 typedef enum tpuc_scalar_kind {
@@ -54,13 +58,22 @@ typedef struct tpuc_op_arg {
   const int64_t* list;     /* INT_LIST (valid during the call) */
   size_t list_len;
   tpuc_dtype dtype; /* DTYPE */
+  const tpuc_view* views; /* TENSOR_LIST (valid during the call) */
+  size_t num_views;
+  const char* str; /* STRING (valid during the call) */
 } tpuc_op_arg;
+
+#define TPUC_OP_MAX_RESULTS 4
 
 typedef struct tpuc_op_result {
   tpuc_dtype dtype;
   int rank;
   int64_t sizes[TPUC_MAX_RANK];
   tpuc_buffer* value; /* u8[numel * dtype size], row-major; caller releases */
+  /* The result was written into options->write_to[k]: `value` is then the
+   * new value of that view's storage (u8[storage bytes]), to be set with
+   * tpuc_storage_set_value; dtype and sizes are the view's. */
+  bool written;
 } tpuc_op_result;
 
 typedef struct tpuc_op_options {
@@ -68,6 +81,12 @@ typedef struct tpuc_op_options {
   /* torch.get_float32_matmul_precision(): "highest" (PyTorch's default)
    * is HIGHEST, "high" HIGH, "medium" DEFAULT. */
   tpuc_hlo_precision matmul_precision;
+  /* In-place results (add_, the out= of an op on a view): where
+   * write_to[k] is set, result k is converted to that view's dtype (PyTorch
+   * casting rules: a float result does not go into an integer view), must
+   * have the view's sizes, and is written through the view inside the same
+   * program. */
+  const tpuc_view* write_to[TPUC_OP_MAX_RESULTS];
 } tpuc_op_options;
 
 size_t tpuc_op_table_size(void);
@@ -82,6 +101,15 @@ tpuc_status* tpuc_op_run(tpuc_client* client, int device, int index,
                          const tpuc_op_options* options,
                          tpuc_op_result* results, size_t max_results,
                          size_t* num_results);
+
+/* dst <- src on the device: src broadcast to dst's sizes and converted to
+ * its dtype, written through dst's view (dst and src may share a storage;
+ * src is read completely first). */
+tpuc_status* tpuc_op_copy(tpuc_client* client, const tpuc_view* dst,
+                          const tpuc_view* src);
+
+/* PyTorch's canCast: may a `from` result be written into a `to` tensor? */
+bool tpuc_can_cast(tpuc_dtype from, tpuc_dtype to);
 
 /* Forgets the per-call programs remembered for `client` (all when NULL);
  * call before destroying a client that ran ops. */

@@ -127,3 +127,49 @@ tpuc_status* op_lower_where(op_ctx* c, int param) {
   c->nouts = 1;
   return tpuc_hlo_select(c->fn, p, a, b, &c->outs[0]);
 }
+
+/* fill_(self, value) / zero_(self) (param 1): self's shape and dtype, every
+ * element the value converted as PyTorch converts it. */
+tpuc_status* op_lower_fill(op_ctx* c, int param) {
+  if (!op_is_tensor(c, 0)) return op_unimpl("unexpected arguments");
+  tpuc_hlo_type shape = c->types[0];
+  tpuc_dtype dt = shape.dtype;
+  c->nouts = 1;
+  if (param == 1) return op_const(c, dt, 0, &shape, &c->outs[0]);
+  if (!op_is_value(c, 1)) return op_unimpl("unexpected fill value");
+  if (c->types[1].rank != 0)
+    return tpuc_status_make(TPUC_INVALID_ARGUMENT,
+                            "fill_ only supports 0-dimension value tensor but "
+                            "got tensor with %d dimensions.",
+                            c->types[1].rank);
+  tpuc_dtype vt = c->types[1].dtype;
+  if (tpuc_dtype_is_float(vt) && !tpuc_dtype_is_float(dt) &&
+      dt != TPUC_DTYPE_PRED) {
+    /* A float into an integer tensor must fit (NaN and inf do not), or the
+     * CPU refuses it. */
+    double lo, hi;
+    int bits = (int)tpuc_dtype_size(dt) * 8;
+    if (tpuc_dtype_is_unsigned_int(dt)) {
+      lo = -1.0;
+      hi = bits == 64 ? 18446744073709551616.0 : (double)((1ULL << bits));
+    } else {
+      lo = -((bits == 64) ? 9223372036854775808.0
+                          : (double)(1ULL << (bits - 1))) - 1.0;
+      hi = (bits == 64) ? 9223372036854775808.0 : (double)(1ULL << (bits - 1));
+    }
+    tpuc_hlo_value v = c->vals[1], l, h, ok1, ok2, ok, bad;
+    if (vt != TPUC_DTYPE_F64) TRY(tpuc_hlo_convert(c->fn, v, TPUC_DTYPE_F64, &v));
+    TRY(op_const(c, TPUC_DTYPE_F64, lo, NULL, &l));
+    TRY(op_const(c, TPUC_DTYPE_F64, hi, NULL, &h));
+    TRY(tpuc_hlo_compare(c->fn, TPUC_HLO_GT, v, l, &ok1));
+    TRY(tpuc_hlo_compare(c->fn, TPUC_HLO_LT, v, h, &ok2));
+    TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_AND, ok1, ok2, &ok));
+    TRY(tpuc_hlo_unary(c->fn, TPUC_HLO_NOT, ok, &bad));
+    c->has_check = true;
+    c->check = bad;
+    c->check_code = TPUC_INVALID_ARGUMENT;
+    c->check_msg = "value cannot be converted to the tensor's integer type "
+                   "without overflow";
+  }
+  return op_scalar(c, 1, dt, &shape, &c->outs[0]);
+}

@@ -5,7 +5,9 @@
 #include "tpuc/tpuc.h"
 
 #define OP_MAX_ARGS 16
-#define OP_MAX_OUTS 4
+#define OP_MAX_OUTS TPUC_OP_MAX_RESULTS
+/* Tensors in all Tensor[] arguments of one call, together. */
+#define OP_MAX_LIST 64
 
 /* One op call being lowered: its arguments as values of @main. */
 typedef struct op_ctx {
@@ -18,9 +20,29 @@ typedef struct op_ctx {
    * scalar of f64/i64), its type, and its promotion class. */
   tpuc_hlo_value vals[OP_MAX_ARGS];
   tpuc_hlo_type types[OP_MAX_ARGS];
+  /* TENSOR_LIST argument i: list_vals[i][k] / list_types[i][k] for entry k
+   * (list_vals[i][k] is -1 for a None entry); list_len[i] entries. */
+  tpuc_hlo_value* list_vals[OP_MAX_ARGS];
+  tpuc_hlo_type* list_types[OP_MAX_ARGS];
+  size_t list_len[OP_MAX_ARGS];
+  /* Internal: the u8 storage argument behind each tensor read. */
+  tpuc_hlo_value storage_vals[OP_MAX_ARGS];
+  tpuc_hlo_value list_storage[OP_MAX_LIST];
+  tpuc_hlo_value list_pool[OP_MAX_LIST];
+  tpuc_hlo_type list_pool_types[OP_MAX_LIST];
+  size_t list_used;
   /* Results set by the lowering. */
   tpuc_hlo_value outs[OP_MAX_OUTS];
   size_t nouts;
+  /* Optional argument check computed on the device (an index in range,
+   * say): when has_check, `check` is a rank-0 i1 that is true when the
+   * arguments are bad; the call then waits for it and fails with
+   * check_code and check_msg (a static string) at this op, as the CPU
+   * would. */
+  bool has_check;
+  tpuc_hlo_value check;
+  tpuc_code check_code;
+  const char* check_msg;
 } op_ctx;
 
 typedef tpuc_status* (*op_lower_fn)(op_ctx* c, int param);
@@ -33,6 +55,40 @@ typedef struct op_entry {
 
 const op_entry* ops_entry(size_t i);
 
+/* The op table is the concatenation of one table per source file; each
+ * ends with an entry whose name is NULL. */
+extern const op_entry op_table_core[];  /* table.c */
+extern const op_entry op_table_index[]; /* index.c: indexing, shapes, fill */
+extern const op_entry op_table_nn[];    /* nn.c: norms, activations, conv */
+extern const op_entry op_table_math[];  /* math.c: more math, scans, sort */
+
+/* ---- helpers for lowerings ---- */
+
+/* UNIMPLEMENTED: "run this call on the CPU" (printf-style reason). */
+tpuc_status* op_unimpl(const char* why);
+/* Argument i is a device tensor / a tensor or a scalar / absent (None or
+ * past the end). */
+bool op_is_tensor(const op_ctx* c, int i);
+bool op_is_value(const op_ctx* c, int i);
+bool op_is_none(const op_ctx* c, int i);
+/* Argument i as an int (INT or BOOL kind), or `dflt` when it is None or
+ * absent; UNIMPLEMENTED for any other kind. */
+tpuc_status* op_int_arg(const op_ctx* c, int i, int64_t dflt, int64_t* out);
+/* Argument i's string, or `dflt` when None/absent. */
+const char* op_str_arg(const op_ctx* c, int i, const char* dflt);
+/* Wraps `dim` into [0, rank) (rank 0 takes -1 and 0), or OUT_OF_RANGE with
+ * PyTorch's message. */
+tpuc_status* op_wrap_dim(int rank, int64_t dim, int64_t* out);
+/* Half floats (f16, bf16) compute in f32, as the CPU kernels do. */
+tpuc_dtype op_accumulation_dtype(tpuc_dtype d);
+/* Rank-0 constant `v` of `dtype`, broadcast to `shape` when non-NULL. */
+tpuc_status* op_const(op_ctx* c, tpuc_dtype dtype, double v,
+                      const tpuc_hlo_type* shape, tpuc_hlo_value* out);
+/* Scalar argument i (SCALAR kind or a 0-d tensor) converted to `dtype`,
+ * rank 0, broadcast to `shape` when non-NULL. */
+tpuc_status* op_scalar(op_ctx* c, int i, tpuc_dtype dtype,
+                       const tpuc_hlo_type* shape, tpuc_hlo_value* out);
+
 /* PyTorch result_type over the listed arguments (tensors and scalars). */
 tpuc_status* op_result_type(const op_ctx* c, const int* which, size_t n,
                             tpuc_dtype* out);
@@ -44,7 +100,7 @@ tpuc_status* op_operand(op_ctx* c, int i, tpuc_dtype dtype,
 tpuc_status* op_broadcast_shape(const op_ctx* c, const int* which, size_t n,
                                 tpuc_hlo_type* out);
 
-/* Lowerings (elementwise.c, matmul.c). */
+/* Lowerings (elementwise.c, matmul.c, reduce.c). */
 tpuc_status* op_lower_binary(op_ctx* c, int param);
 tpuc_status* op_lower_compare(op_ctx* c, int param);
 tpuc_status* op_lower_unary(op_ctx* c, int param);
@@ -52,6 +108,8 @@ tpuc_status* op_lower_where(op_ctx* c, int param);
 tpuc_status* op_lower_matmul(op_ctx* c, int param);
 tpuc_status* op_lower_reduce(op_ctx* c, int param);
 tpuc_status* op_lower_softmax(op_ctx* c, int log);
+tpuc_status* op_lower_copy(op_ctx* c, int param); /* tpuc::copy */
+tpuc_status* op_lower_fill(op_ctx* c, int param); /* fill_, zero_ */
 
 /* op_lower_reduce: which reduction, and whether argument 1 is a dim list. */
 #define OP_REDUCE_SUM 1

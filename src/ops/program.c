@@ -2,6 +2,7 @@
  * argument out of its storage, runs the op's lowering, and writes each
  * result as bytes; compiled through the cache and executed (tpuc/ops.h). */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,9 +31,10 @@ static bool row_major(const tpuc_view* v) {
   return true;
 }
 
-/* Reads view `v` out of `storage` (a u8[nbytes] @main argument). */
-static tpuc_status* read_view(tpuc_hlo_fn* fn, const tpuc_view* v,
-                              tpuc_hlo_value storage, tpuc_hlo_value* out) {
+/* The storage (a u8[nbytes] value) as a flat array of v's dtype. */
+static tpuc_status* storage_elements(tpuc_hlo_fn* fn, const tpuc_view* v,
+                                     tpuc_hlo_value storage,
+                                     tpuc_hlo_value* out, int64_t* count) {
   size_t es = tpuc_dtype_size(v->dtype);
   size_t nbytes = tpuc_storage_nbytes(v->storage);
   if (nbytes % es != 0)
@@ -40,6 +42,7 @@ static tpuc_status* read_view(tpuc_hlo_fn* fn, const tpuc_view* v,
   if (tpuc_dtype_is_complex(v->dtype))
     return unimpl("complex tensors run on the CPU");
   int64_t n = (int64_t)(nbytes / es);
+  *count = n;
   tpuc_hlo_value flat = storage;
   if (v->dtype == TPUC_DTYPE_PRED) {
     uint8_t zero = 0;
@@ -56,14 +59,14 @@ static tpuc_status* read_view(tpuc_hlo_fn* fn, const tpuc_view* v,
     TRY(tpuc_hlo_reshape(fn, storage, shape, 2, &r));
     TRY(tpuc_hlo_bitcast_convert(fn, r, v->dtype, &flat));
   }
-  int64_t count = numel(v->sizes, v->rank);
-  if (count == 0 || row_major(v)) {
-    int64_t start = count == 0 ? 0 : v->offset, limit = start + count, one = 1;
-    tpuc_hlo_value s;
-    TRY(tpuc_hlo_slice(fn, flat, &start, &limit, &one, &s));
-    return tpuc_hlo_reshape(fn, s, v->sizes, v->rank, out);
-  }
-  /* General strides: gather at offset + sum_d iota_d * stride_d. */
+  *out = flat;
+  return NULL;
+}
+
+/* Element indices of view `v` in its storage: s64[sizes..., 1] (the
+ * trailing 1 is the index vector of gather/scatter). */
+static tpuc_status* view_indices(tpuc_hlo_fn* fn, const tpuc_view* v,
+                                 tpuc_hlo_value* out) {
   tpuc_hlo_type it = tpuc_hlo_type_make(TPUC_DTYPE_S64, v->sizes, v->rank);
   tpuc_hlo_value idx;
   TRY(tpuc_hlo_constant_splat(fn, &it, &v->offset, &idx));
@@ -78,8 +81,25 @@ static tpuc_status* read_view(tpuc_hlo_fn* fn, const tpuc_view* v,
   int64_t ishape[TPUC_MAX_RANK + 1];
   memcpy(ishape, v->sizes, sizeof(int64_t) * (size_t)v->rank);
   ishape[v->rank] = 1;
+  return tpuc_hlo_reshape(fn, idx, ishape, v->rank + 1, out);
+}
+
+/* Reads view `v` out of `storage` (a u8[nbytes] @main argument). */
+static tpuc_status* read_view(tpuc_hlo_fn* fn, const tpuc_view* v,
+                              tpuc_hlo_value storage, tpuc_hlo_value* out) {
+  tpuc_hlo_value flat;
+  int64_t n = 0;
+  TRY(storage_elements(fn, v, storage, &flat, &n));
+  int64_t count = numel(v->sizes, v->rank);
+  if (count == 0 || row_major(v)) {
+    int64_t start = count == 0 ? 0 : v->offset, limit = start + count, one = 1;
+    tpuc_hlo_value s;
+    TRY(tpuc_hlo_slice(fn, flat, &start, &limit, &one, &s));
+    return tpuc_hlo_reshape(fn, s, v->sizes, v->rank, out);
+  }
+  /* General strides: gather at offset + sum_d iota_d * stride_d. */
   tpuc_hlo_value idx2;
-  TRY(tpuc_hlo_reshape(fn, idx, ishape, v->rank + 1, &idx2));
+  TRY(view_indices(fn, v, &idx2));
   int64_t collapsed = 0, map = 0, slice = 1;
   tpuc_hlo_gather_dims g;
   memset(&g, 0, sizeof g);
@@ -112,6 +132,140 @@ static tpuc_status* to_bytes(tpuc_hlo_fn* fn, tpuc_hlo_value x,
   }
   int64_t total = n * (int64_t)es;
   return tpuc_hlo_reshape(fn, b, &total, 1, out);
+}
+
+/* True when the view is the whole storage, densely, from its start. */
+static bool whole_storage(const tpuc_view* v) {
+  return v->offset == 0 && row_major(v) && v->dtype != TPUC_DTYPE_PRED &&
+         (size_t)numel(v->sizes, v->rank) * tpuc_dtype_size(v->dtype) ==
+             tpuc_storage_nbytes(v->storage);
+}
+
+/* The storage value (u8, or -1 when the view covers it all) with `value`
+ * (v's dtype and sizes) written through view `v`: new u8 bytes. */
+static tpuc_status* write_view(tpuc_hlo_module* m, tpuc_hlo_fn* fn,
+                               tpuc_hlo_value storage, const tpuc_view* v,
+                               tpuc_hlo_value value, tpuc_hlo_value* out) {
+  tpuc_hlo_type vt = tpuc_hlo_type_make(v->dtype, v->sizes, v->rank);
+  if (storage < 0) return to_bytes(fn, value, &vt, out);
+  int64_t count = numel(v->sizes, v->rank);
+  if (count == 0) {
+    *out = storage;
+    return NULL;
+  }
+  tpuc_hlo_value flat;
+  int64_t n = 0;
+  TRY(storage_elements(fn, v, storage, &flat, &n));
+  tpuc_hlo_value updated;
+  if (row_major(v)) {
+    tpuc_hlo_value parts[3];
+    int64_t zero = 0, off = v->offset, end = v->offset + count;
+    TRY(tpuc_hlo_slice(fn, flat, &zero, &off, NULL, &parts[0]));
+    TRY(tpuc_hlo_reshape(fn, value, &count, 1, &parts[1]));
+    TRY(tpuc_hlo_slice(fn, flat, &end, &n, NULL, &parts[2]));
+    TRY(tpuc_hlo_concatenate(fn, parts, 3, 0, &updated));
+  } else {
+    tpuc_hlo_value idx;
+    TRY(view_indices(fn, v, &idx));
+    tpuc_hlo_type two[2] = {tpuc_hlo_type_scalar(v->dtype),
+                            tpuc_hlo_type_scalar(v->dtype)};
+    tpuc_hlo_fn* body = NULL;
+    tpuc_hlo_value upd;
+    TRY(tpuc_hlo_region_create(m, two, 2, &body));
+    TRY(tpuc_hlo_get_arg(body, 1, &upd));
+    TRY(tpuc_hlo_return(body, &upd, 1));
+    int64_t inserted = 0, map = 0;
+    tpuc_hlo_scatter_dims d;
+    memset(&d, 0, sizeof d);
+    d.inserted_window_dims = &inserted;
+    d.num_inserted_window_dims = 1;
+    d.scatter_dims_to_operand_dims = &map;
+    d.num_scatter_dims_to_operand_dims = 1;
+    d.index_vector_dim = v->rank;
+    TRY(tpuc_hlo_scatter(fn, &flat, 1, idx, &value, &d, body, &updated));
+  }
+  tpuc_hlo_type ft = tpuc_hlo_type_make(v->dtype, &n, 1);
+  return to_bytes(fn, updated, &ft, out);
+}
+
+/* Where the storage value that write target k is written into comes from
+ * (the same answer when building the program and collecting its inputs). */
+typedef enum {
+  WSRC_NONE = 0, /* the target covers its whole storage */
+  WSRC_ARG,      /* tensor argument `index` reads that storage */
+  WSRC_LIST,     /* entry `index` of the flattened Tensor[] arguments */
+  WSRC_TARGET,   /* an earlier target `index` wrote that storage */
+  WSRC_INPUT,    /* an extra program input, the `index`-th */
+} wsrc_kind;
+
+typedef struct {
+  wsrc_kind kind;
+  int index;
+} wsrc;
+
+static wsrc write_source(const tpuc_op_arg* args, size_t nargs,
+                         const tpuc_op_options* o, size_t k) {
+  const tpuc_view* t = o->write_to[k];
+  wsrc w = {WSRC_NONE, 0};
+  int extra = 0;
+  for (size_t j = 0; j < k; j++) {
+    if (o->write_to[j] == NULL) continue;
+    if (o->write_to[j]->storage == t->storage) w = (wsrc){WSRC_TARGET, (int)j};
+    wsrc e = write_source(args, nargs, o, j);
+    if (e.kind == WSRC_INPUT) extra++;
+  }
+  if (w.kind == WSRC_TARGET) return w;
+  if (whole_storage(t)) return w;
+  int flat = 0;
+  for (size_t i = 0; i < nargs; i++) {
+    if (args[i].kind == TPUC_OP_ARG_TENSOR &&
+        args[i].view.storage == t->storage)
+      return (wsrc){WSRC_ARG, (int)i};
+    if (args[i].kind == TPUC_OP_ARG_TENSOR_LIST) {
+      for (size_t e = 0; e < args[i].num_views; e++, flat++)
+        if (args[i].views[e].storage == t->storage)
+          return (wsrc){WSRC_LIST, flat};
+    }
+  }
+  return (wsrc){WSRC_INPUT, extra};
+}
+
+static const char* torch_dtype_name(tpuc_dtype d) {
+  switch (d) {
+    case TPUC_DTYPE_PRED: return "Bool";
+    case TPUC_DTYPE_S8: return "Char";
+    case TPUC_DTYPE_S16: return "Short";
+    case TPUC_DTYPE_S32: return "Int";
+    case TPUC_DTYPE_S64: return "Long";
+    case TPUC_DTYPE_U8: return "Byte";
+    case TPUC_DTYPE_U16: return "UInt16";
+    case TPUC_DTYPE_U32: return "UInt32";
+    case TPUC_DTYPE_U64: return "UInt64";
+    case TPUC_DTYPE_F16: return "Half";
+    case TPUC_DTYPE_BF16: return "BFloat16";
+    case TPUC_DTYPE_F32: return "Float";
+    case TPUC_DTYPE_F64: return "Double";
+    case TPUC_DTYPE_C64: return "ComplexFloat";
+    case TPUC_DTYPE_C128: return "ComplexDouble";
+    default: return "?";
+  }
+}
+
+bool tpuc_can_cast(tpuc_dtype from, tpuc_dtype to) {
+  if (tpuc_dtype_is_complex(from) && !tpuc_dtype_is_complex(to)) return false;
+  if (tpuc_dtype_is_float(from) &&
+      !(tpuc_dtype_is_float(to) || tpuc_dtype_is_complex(to)))
+    return false;
+  if (from != TPUC_DTYPE_PRED && to == TPUC_DTYPE_PRED) return false;
+  return true;
+}
+
+static void shape_text(const int64_t* d, int rank, char* buf, size_t cap) {
+  size_t n = (size_t)snprintf(buf, cap, "[");
+  for (int i = 0; i < rank && n < cap; i++)
+    n += (size_t)snprintf(buf + n, cap - n, i ? ", %lld" : "%lld",
+                          (long long)d[i]);
+  if (n < cap) snprintf(buf + n, cap - n, "]");
 }
 
 tpuc_status* op_broadcast_shape(const op_ctx* c, const int* which, size_t n,
@@ -204,6 +358,10 @@ typedef struct {
   tpuc_executable* exe;
   size_t nouts;
   tpuc_hlo_type out_types[OP_MAX_OUTS];
+  /* The program has one more output: the lowering's argument check. */
+  bool has_check;
+  tpuc_code check_code;
+  const char* check_msg;
 } prog_entry;
 
 static pthread_mutex_t g_prog_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -225,6 +383,19 @@ static void key_put(keybuf* k, const void* p, size_t n) {
   k->len += n;
 }
 
+static void key_view(keybuf* k, const tpuc_view* v) {
+  bool none = v->storage == NULL;
+  key_put(k, &none, sizeof none);
+  if (none) return;
+  size_t nbytes = tpuc_storage_nbytes(v->storage);
+  key_put(k, &v->dtype, sizeof v->dtype);
+  key_put(k, &v->rank, sizeof v->rank);
+  key_put(k, v->sizes, sizeof(int64_t) * (size_t)v->rank);
+  key_put(k, v->strides, sizeof(int64_t) * (size_t)v->rank);
+  key_put(k, &v->offset, sizeof v->offset);
+  key_put(k, &nbytes, sizeof nbytes);
+}
+
 static void make_key(int index, const tpuc_op_arg* args, size_t nargs,
                      const tpuc_op_options* o, keybuf* k) {
   k->len = 0;
@@ -236,13 +407,7 @@ static void make_key(int index, const tpuc_op_arg* args, size_t nargs,
     const tpuc_op_arg* a = &args[i];
     key_put(k, &a->kind, sizeof a->kind);
     if (a->kind == TPUC_OP_ARG_TENSOR) {
-      size_t nbytes = tpuc_storage_nbytes(a->view.storage);
-      key_put(k, &a->view.dtype, sizeof a->view.dtype);
-      key_put(k, &a->view.rank, sizeof a->view.rank);
-      key_put(k, a->view.sizes, sizeof(int64_t) * (size_t)a->view.rank);
-      key_put(k, a->view.strides, sizeof(int64_t) * (size_t)a->view.rank);
-      key_put(k, &a->view.offset, sizeof a->view.offset);
-      key_put(k, &nbytes, sizeof nbytes);
+      key_view(k, &a->view);
     } else if (a->kind == TPUC_OP_ARG_SCALAR) {
       key_put(k, &a->scalar, sizeof a->scalar);
       key_put(k, &a->scalar_is_tensor, sizeof a->scalar_is_tensor);
@@ -254,7 +419,22 @@ static void make_key(int index, const tpuc_op_arg* args, size_t nargs,
       key_put(k, a->list, sizeof(int64_t) * a->list_len);
     } else if (a->kind == TPUC_OP_ARG_DTYPE) {
       key_put(k, &a->dtype, sizeof a->dtype);
+    } else if (a->kind == TPUC_OP_ARG_STRING) {
+      size_t n = a->str ? strlen(a->str) : 0;
+      key_put(k, &n, sizeof n);
+      key_put(k, a->str, n);
+    } else if (a->kind == TPUC_OP_ARG_TENSOR_LIST) {
+      key_put(k, &a->num_views, sizeof a->num_views);
+      for (size_t e = 0; e < a->num_views; e++) key_view(k, &a->views[e]);
     }
+  }
+  for (size_t r = 0; r < OP_MAX_OUTS; r++) {
+    bool has = o->write_to[r] != NULL;
+    key_put(k, &has, sizeof has);
+    if (!has) continue;
+    key_view(k, o->write_to[r]);
+    wsrc w = write_source(args, nargs, o, r);
+    key_put(k, &w, sizeof w);
   }
 }
 
@@ -287,7 +467,7 @@ static void on_client_destroy(tpuc_client* client, void* user) {
 
 static void prog_insert(tpuc_client* client, const keybuf* k,
                         tpuc_fingerprint fp, tpuc_executable* exe, size_t nouts,
-                        const tpuc_hlo_type* types) {
+                        const tpuc_hlo_type* types, const op_ctx* c) {
   pthread_mutex_lock(&g_prog_mu);
   if ((g_progs_count + 1) * 2 > g_progs_cap) {
     size_t cap = g_progs_cap ? g_progs_cap * 2 : 256;
@@ -320,6 +500,9 @@ static void prog_insert(tpuc_client* client, const keybuf* k,
     tpuc_executable_retain(exe);
     e->nouts = nouts;
     memcpy(e->out_types, types, sizeof(tpuc_hlo_type) * nouts);
+    e->has_check = c->has_check;
+    e->check_code = c->check_code;
+    e->check_msg = c->check_msg;
     g_progs_count++;
   }
   pthread_mutex_unlock(&g_prog_mu);
@@ -372,9 +555,21 @@ void tpuc_op_cache_clear(tpuc_client* client) {
 /* --------------------------------- run --------------------------------- */
 
 typedef struct {
-  tpuc_buffer* in[OP_MAX_ARGS];
+  tpuc_buffer* in[OP_MAX_ARGS + OP_MAX_LIST + OP_MAX_OUTS];
   size_t nin;
 } run_inputs;
+
+static tpuc_status* collect_view(const tpuc_view* v, size_t i, int device,
+                                 run_inputs* r) {
+  TRY(tpuc_view_check(v));
+  if (tpuc_storage_device(v->storage) != device)
+    return tpuc_status_make(TPUC_INVALID_ARGUMENT,
+                            "argument %zu is on device %d, the op runs on %d",
+                            i, tpuc_storage_device(v->storage), device);
+  TRY(tpuc_storage_value(v->storage, &r->in[r->nin]));
+  r->nin++;
+  return NULL;
+}
 
 static void release_inputs(run_inputs* r) {
   for (size_t i = 0; i < r->nin; i++) tpuc_buffer_release(r->in[i]);
@@ -387,13 +582,11 @@ static tpuc_status* collect_input(const tpuc_op_arg* a, size_t i,
                                   tpuc_client* client, int device,
                                   run_inputs* r) {
   if (a->kind == TPUC_OP_ARG_TENSOR) {
-    TRY(tpuc_view_check(&a->view));
-    if (tpuc_storage_device(a->view.storage) != device)
-      return tpuc_status_make(TPUC_INVALID_ARGUMENT,
-                              "argument %zu is on device %d, the op runs on %d",
-                              i, tpuc_storage_device(a->view.storage), device);
-    TRY(tpuc_storage_value(a->view.storage, &r->in[r->nin]));
-    r->nin++;
+    TRY(collect_view(&a->view, i, device, r));
+  } else if (a->kind == TPUC_OP_ARG_TENSOR_LIST) {
+    for (size_t e = 0; e < a->num_views; e++)
+      if (a->views[e].storage != NULL)
+        TRY(collect_view(&a->views[e], i, device, r));
   } else if (a->kind == TPUC_OP_ARG_SCALAR) {
     bool is_float = a->scalar == TPUC_SCALAR_FLOAT;
     TRY(tpuc_buffer_from_host(
@@ -414,6 +607,7 @@ static tpuc_status* declare_arg(op_ctx* c, size_t i) {
     tpuc_hlo_type st = tpuc_hlo_type_make(TPUC_DTYPE_U8, &nbytes, 1);
     tpuc_hlo_value sv;
     TRY(tpuc_hlo_arg(c->fn, &st, &sv));
+    c->storage_vals[i] = sv;
     TRY(read_view(c->fn, &a->view, sv, &c->vals[i]));
     c->types[i] =
         tpuc_hlo_type_make(a->view.dtype, a->view.sizes, a->view.rank);
@@ -423,6 +617,28 @@ static tpuc_status* declare_arg(op_ctx* c, size_t i) {
         tpuc_hlo_type_scalar(is_float ? TPUC_DTYPE_F64 : TPUC_DTYPE_S64);
     TRY(tpuc_hlo_arg(c->fn, &st, &c->vals[i]));
     c->types[i] = st;
+  } else if (a->kind == TPUC_OP_ARG_TENSOR_LIST) {
+    if (c->list_used + a->num_views > OP_MAX_LIST)
+      return unimpl("too many tensors in list arguments");
+    c->vals[i] = -1;
+    c->list_vals[i] = &c->list_pool[c->list_used];
+    c->list_types[i] = &c->list_pool_types[c->list_used];
+    c->list_len[i] = a->num_views;
+    for (size_t e = 0; e < a->num_views; e++) {
+      const tpuc_view* v = &a->views[e];
+      size_t slot = c->list_used++;
+      c->list_pool[slot] = -1;
+      c->list_storage[slot] = -1;
+      memset(&c->list_pool_types[slot], 0, sizeof c->list_pool_types[slot]);
+      if (v->storage == NULL) continue;
+      TRY(tpuc_view_check(v));
+      int64_t nbytes = (int64_t)tpuc_storage_nbytes(v->storage);
+      tpuc_hlo_type st = tpuc_hlo_type_make(TPUC_DTYPE_U8, &nbytes, 1);
+      TRY(tpuc_hlo_arg(c->fn, &st, &c->list_storage[slot]));
+      TRY(read_view(c->fn, v, c->list_storage[slot], &c->list_pool[slot]));
+      c->list_pool_types[slot] = tpuc_hlo_type_make(v->dtype, v->sizes,
+                                                    v->rank);
+    }
   } else {
     c->vals[i] = -1;
   }
@@ -442,12 +658,71 @@ static tpuc_status* build_program(tpuc_client* client, const op_entry* e,
   if (st == NULL && (c->nouts == 0 || c->nouts > OP_MAX_OUTS))
     st = tpuc_status_make(TPUC_INTERNAL, "%s produced %zu results", e->name,
                           c->nouts);
-  tpuc_hlo_value bytes[OP_MAX_OUTS];
+  tpuc_hlo_value bytes[OP_MAX_OUTS + 1];
+  /* Extra inputs: storages of write targets no argument reads. */
+  tpuc_hlo_value extra[OP_MAX_OUTS];
+  for (size_t k = 0; st == NULL && k < OP_MAX_OUTS; k++) {
+    if (c->opts->write_to[k] == NULL) continue;
+    if (k >= c->nouts) {
+      st = tpuc_status_make(TPUC_INTERNAL, "%s has no result %zu to write",
+                            e->name, k);
+      break;
+    }
+    wsrc w = write_source(c->args, c->nargs, c->opts, k);
+    if (w.kind == WSRC_INPUT) {
+      int64_t nbytes =
+          (int64_t)tpuc_storage_nbytes(c->opts->write_to[k]->storage);
+      tpuc_hlo_type ut = tpuc_hlo_type_make(TPUC_DTYPE_U8, &nbytes, 1);
+      st = tpuc_hlo_arg(c->fn, &ut, &extra[w.index]);
+    }
+  }
   for (size_t k = 0; st == NULL && k < c->nouts; k++) {
     st = tpuc_hlo_value_type(c->fn, c->outs[k], &out_types[k]);
-    if (st == NULL) st = to_bytes(c->fn, c->outs[k], &out_types[k], &bytes[k]);
+    const tpuc_view* t = c->opts->write_to[k];
+    if (st != NULL || t == NULL) {
+      if (st == NULL)
+        st = to_bytes(c->fn, c->outs[k], &out_types[k], &bytes[k]);
+      continue;
+    }
+    const tpuc_hlo_type* rt = &out_types[k];
+    if (!tpuc_can_cast(rt->dtype, t->dtype)) {
+      st = tpuc_status_make(TPUC_INVALID_ARGUMENT,
+                            "result type %s can't be cast to the desired "
+                            "output type %s",
+                            torch_dtype_name(rt->dtype),
+                            torch_dtype_name(t->dtype));
+      break;
+    }
+    bool same = rt->rank == t->rank;
+    for (int d = 0; same && d < t->rank; d++) same = rt->dims[d] == t->sizes[d];
+    if (!same) {
+      char a[160], b[160];
+      shape_text(t->sizes, t->rank, a, sizeof a);
+      shape_text(rt->dims, rt->rank, b, sizeof b);
+      st = tpuc_status_make(TPUC_INVALID_ARGUMENT,
+                            "output with shape %s doesn't match the broadcast "
+                            "shape %s",
+                            a, b);
+      break;
+    }
+    tpuc_hlo_value v = c->outs[k];
+    if (rt->dtype != t->dtype) st = tpuc_hlo_convert(c->fn, v, t->dtype, &v);
+    wsrc w = write_source(c->args, c->nargs, c->opts, k);
+    tpuc_hlo_value base = w.kind == WSRC_ARG      ? c->storage_vals[w.index]
+                          : w.kind == WSRC_LIST   ? c->list_storage[w.index]
+                          : w.kind == WSRC_TARGET ? bytes[w.index]
+                          : w.kind == WSRC_INPUT  ? extra[w.index]
+                                                  : -1;
+    if (st == NULL) st = write_view(m, c->fn, base, t, v, &bytes[k]);
+    out_types[k] = tpuc_hlo_type_make(t->dtype, t->sizes, t->rank);
   }
-  if (st == NULL) st = tpuc_hlo_return(c->fn, bytes, c->nouts);
+  size_t nret = c->nouts;
+  if (st == NULL && c->has_check) {
+    tpuc_hlo_type pt = tpuc_hlo_type_scalar(TPUC_DTYPE_PRED);
+    st = to_bytes(c->fn, c->check, &pt, &bytes[nret]);
+    nret++;
+  }
+  if (st == NULL) st = tpuc_hlo_return(c->fn, bytes, nret);
   char* text = NULL;
   size_t len = 0;
   if (st == NULL) st = tpuc_hlo_module_print(m, &text, &len);
@@ -481,10 +756,16 @@ tpuc_status* tpuc_op_run(tpuc_client* client, int device, int index,
   tpuc_executable* exe = NULL;
   size_t nouts = 0;
   tpuc_hlo_type out_types[OP_MAX_OUTS];
+  bool has_check = false;
+  tpuc_code check_code = TPUC_OK;
+  const char* check_msg = NULL;
   if (!key.overflow && prog_find(client, &key, fp, &hit) != NULL) {
     exe = hit.exe;
     nouts = hit.nouts;
     memcpy(out_types, hit.out_types, sizeof(tpuc_hlo_type) * nouts);
+    has_check = hit.has_check;
+    check_code = hit.check_code;
+    check_msg = hit.check_msg;
   } else {
     op_ctx c;
     memset(&c, 0, sizeof c);
@@ -494,10 +775,14 @@ tpuc_status* tpuc_op_run(tpuc_client* client, int device, int index,
     tpuc_status* st = build_program(client, e, &c, &exe, out_types);
     if (st != NULL) return tpuc_status_annotate(st, "%s", e->name);
     nouts = c.nouts;
+    has_check = c.has_check;
+    check_code = c.check_code;
+    check_msg = c.check_msg;
     if (!key.overflow) {
       tpuc_status* reg =
           tpuc_client_on_destroy(client, on_client_destroy, NULL);
-      if (reg == NULL) prog_insert(client, &key, fp, exe, nouts, out_types);
+      if (reg == NULL)
+        prog_insert(client, &key, fp, exe, nouts, out_types, &c);
       tpuc_status_free(reg);
     }
   }
@@ -511,19 +796,101 @@ tpuc_status* tpuc_op_run(tpuc_client* client, int device, int index,
   tpuc_status* st = NULL;
   for (size_t i = 0; st == NULL && i < num_args; i++)
     st = collect_input(&args[i], i, client, device, &r);
-  tpuc_buffer* outs[OP_MAX_OUTS] = {0};
+  for (size_t k = 0; st == NULL && k < OP_MAX_OUTS; k++) {
+    if (options->write_to[k] == NULL) continue;
+    if (write_source(args, num_args, options, k).kind == WSRC_INPUT)
+      st = collect_view(options->write_to[k], num_args + k, device, &r);
+  }
+  tpuc_buffer* outs[OP_MAX_OUTS + 1] = {0};
+  size_t nexec = nouts + (has_check ? 1 : 0);
   if (st == NULL)
-    st = tpuc_execute(exe, device, r.in, r.nin, NULL, outs, nouts);
+    st = tpuc_execute(exe, device, r.in, r.nin, NULL, outs, nexec);
   tpuc_executable_release(exe);
   release_inputs(&r);
   if (st != NULL) return tpuc_status_annotate(st, "%s", e->name);
+  if (has_check) {
+    uint8_t bad = 0;
+    st = tpuc_buffer_to_host(outs[nouts], &bad, 1);
+    tpuc_buffer_release(outs[nouts]);
+    if (st == NULL && bad)
+      st = tpuc_status_make(check_code, "%s", check_msg ? check_msg : "bad argument");
+    if (st != NULL) {
+      for (size_t k = 0; k < nouts; k++) tpuc_buffer_release(outs[k]);
+      return st;
+    }
+  }
   for (size_t k = 0; k < nouts; k++) {
     results[k].dtype = out_types[k].dtype;
     results[k].rank = out_types[k].rank;
     memcpy(results[k].sizes, out_types[k].dims,
            sizeof(int64_t) * (size_t)out_types[k].rank);
     results[k].value = outs[k];
+    results[k].written = options->write_to[k] != NULL;
   }
   *num_results = nouts;
   return NULL;
+}
+
+/* ------------------------------ device copy ----------------------------- */
+
+tpuc_status* op_lower_copy(op_ctx* c, int param) {
+  (void)param;
+  if (!op_is_tensor(c, 0) || c->nargs < 2 ||
+      c->args[1].kind != TPUC_OP_ARG_INT_LIST)
+    return unimpl("unexpected arguments");
+  tpuc_hlo_type shape;
+  memset(&shape, 0, sizeof shape);
+  shape.rank = (int)c->args[1].list_len;
+  shape.dtype = c->types[0].dtype;
+  if (c->nargs > 2 && c->args[2].kind == TPUC_OP_ARG_DTYPE)
+    shape.dtype = c->args[2].dtype;
+  for (int d = 0; d < shape.rank; d++) shape.dims[d] = c->args[1].list[d];
+  c->nouts = 1;
+  tpuc_dtype from = c->types[0].dtype;
+  if (tpuc_dtype_is_float(from) && !tpuc_dtype_is_float(shape.dtype) &&
+      shape.dtype != TPUC_DTYPE_PRED && shape.dtype != TPUC_DTYPE_S64) {
+    /* The CPU converts a float to a narrow integer through int64 (so -2.5
+     * becomes 254 in uint8); XLA's convert would saturate. */
+    tpuc_hlo_type wide = shape;
+    wide.dtype = TPUC_DTYPE_S64;
+    tpuc_hlo_value w;
+    TRY(op_operand(c, 0, TPUC_DTYPE_S64, &wide, &w));
+    return tpuc_hlo_convert(c->fn, w, shape.dtype, &c->outs[0]);
+  }
+  return op_operand(c, 0, shape.dtype, &shape, &c->outs[0]);
+}
+
+tpuc_status* tpuc_op_copy(tpuc_client* client, const tpuc_view* dst,
+                          const tpuc_view* src) {
+  if (client == NULL || dst == NULL || src == NULL || dst->storage == NULL ||
+      src->storage == NULL)
+    return tpuc_status_make(TPUC_INVALID_ARGUMENT,
+                            "NULL argument to tpuc_op_copy");
+  TRY(tpuc_view_check(dst));
+  TRY(tpuc_view_check(src));
+  if (numel(dst->sizes, dst->rank) == 0) return NULL;
+  static int index = -2;
+  if (index == -2) index = tpuc_op_find("tpuc::copy");
+  tpuc_op_arg args[3];
+  memset(args, 0, sizeof args);
+  args[0].kind = TPUC_OP_ARG_TENSOR;
+  args[0].view = *src;
+  args[1].kind = TPUC_OP_ARG_INT_LIST;
+  args[1].list = dst->sizes;
+  args[1].list_len = (size_t)dst->rank;
+  tpuc_op_options o;
+  memset(&o, 0, sizeof o);
+  o.default_float = TPUC_DTYPE_F32;
+  o.write_to[0] = dst;
+  tpuc_op_result r;
+  size_t n = 0;
+  /* copy_ casts freely (a float into an int tensor truncates): the
+   * lowering converts, so the write sees its own dtype. */
+  args[2].kind = TPUC_OP_ARG_DTYPE;
+  args[2].dtype = dst->dtype;
+  TRY(tpuc_op_run(client, tpuc_storage_device(dst->storage), index, args, 3,
+                  &o, &r, 1, &n));
+  tpuc_status* st = tpuc_storage_set_value(dst->storage, r.value);
+  tpuc_buffer_release(r.value);
+  return st;
 }

@@ -8,24 +8,6 @@
 
 #define TRY(expr) TPUC_RETURN_IF_ERROR(expr)
 
-/* Wraps `dim` into [0, rank) (rank 0 takes -1 and 0), or says it is out of
- * range as PyTorch does. */
-static tpuc_status* wrap_dim(int rank, int64_t dim, int64_t* out) {
-  int64_t lo = rank == 0 ? -1 : -rank, hi = rank == 0 ? 0 : rank - 1;
-  if (dim < lo || dim > hi)
-    return tpuc_status_make(TPUC_OUT_OF_RANGE,
-                            "Dimension out of range (expected to be in range "
-                            "of [%lld, %lld], but got %lld)",
-                            (long long)lo, (long long)hi, (long long)dim);
-  *out = dim < 0 ? dim + (rank == 0 ? 1 : rank) : dim;
-  return NULL;
-}
-
-/* Half floats accumulate in f32, as the CPU kernels do. */
-static tpuc_dtype accumulation_dtype(tpuc_dtype d) {
-  return (d == TPUC_DTYPE_F16 || d == TPUC_DTYPE_BF16) ? TPUC_DTYPE_F32 : d;
-}
-
 static tpuc_status* reduce_dims(const op_ctx* c, int has_dims, bool* reduce,
                                 int64_t* count) {
   int rank = c->types[0].rank;
@@ -37,7 +19,7 @@ static tpuc_status* reduce_dims(const op_ctx* c, int has_dims, bool* reduce,
   for (int i = 0; i < rank; i++) reduce[i] = all;
   for (size_t k = 0; !all && k < d->list_len; k++) {
     int64_t dim = 0;
-    TRY(wrap_dim(rank, d->list[k], &dim));
+    TRY(op_wrap_dim(rank, d->list[k], &dim));
     if (rank == 0) continue;
     if (reduce[dim])
       return tpuc_status_make(TPUC_INVALID_ARGUMENT,
@@ -120,7 +102,7 @@ tpuc_status* op_lower_reduce(op_ctx* c, int param) {
                             "empty amax/amin: CPU says why");
   bool keepdim = has_dims && c->nargs > 2 &&
                  (c->args[2].kind == TPUC_OP_ARG_BOOL) && c->args[2].i != 0;
-  tpuc_dtype acc = accumulation_dtype(result);
+  tpuc_dtype acc = op_accumulation_dtype(result);
   tpuc_hlo_value x = c->vals[0];
   if (want != TPUC_DTYPE_INVALID && in.dtype != want)
     TRY(tpuc_hlo_convert(c->fn, x, want, &x));
@@ -178,8 +160,8 @@ tpuc_status* op_lower_softmax(op_ctx* c, int log) {
   bool half_to_float = c->args[2].kind == TPUC_OP_ARG_BOOL && c->args[2].i;
   int rank = in.rank;
   int64_t dim = 0;
-  TRY(wrap_dim(rank, c->args[1].i, &dim));
-  tpuc_dtype acc = accumulation_dtype(in.dtype);
+  TRY(op_wrap_dim(rank, c->args[1].i, &dim));
+  tpuc_dtype acc = op_accumulation_dtype(in.dtype);
   tpuc_dtype result = half_to_float ? TPUC_DTYPE_F32 : in.dtype;
   tpuc_hlo_value x = c->vals[0];
   if (acc != in.dtype) TRY(tpuc_hlo_convert(c->fn, x, acc, &x));

@@ -31,8 +31,9 @@ static tpuc_op_arg tensor_arg(tpuc_storage* s, tpuc_dtype dt, int rank,
   return a;
 }
 
-static const tpuc_op_options kOpts = {TPUC_DTYPE_F32,
-                                      TPUC_HLO_PRECISION_HIGHEST};
+static const tpuc_op_options kOpts = {.default_float = TPUC_DTYPE_F32,
+                                      .matmul_precision =
+                                          TPUC_HLO_PRECISION_HIGHEST};
 
 static void test_promote_types(void) {
   TPUC_CHECK(tpuc_promote_types(TPUC_DTYPE_U8, TPUC_DTYPE_S8) ==

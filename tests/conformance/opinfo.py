@@ -86,7 +86,7 @@ def run_pair(op, dtype):
         return "skipped", f"no samples: {type(e).__name__}"
     if not samples:
         return "skipped", "no samples"
-    used_fallback = False
+    fell_back = set()
     checked = 0
     for s in samples:
         try:
@@ -114,14 +114,16 @@ def run_pair(op, dtype):
             if "to be on cpu" in msg:
                 return "skipped", "the op requires a CPU tensor argument (as on CUDA)"
             return "error", f"{type(e).__name__}: {msg}"
-        used_fallback |= bool(tpuc.fallback_report())
+        fell_back |= set(tpuc.fallback_report())
         ok, why = same(expected, got, values)
         if not ok:
             return "fail", why
         checked += 1
     if checked == 0:
         return "skipped", "the CPU refuses every sample"
-    return ("pass_fallback" if used_fallback else "pass_native"), ""
+    if fell_back:
+        return "pass_fallback", "via " + ", ".join(sorted(fell_back))
+    return "pass_native", ""
 
 
 def summarize(results):
@@ -136,9 +138,10 @@ def summarize(results):
     return counts
 
 
-def run_all(shard, num_shards, limit):
+def run_all(shard, num_shards, limit, only=None):
     results = {}
-    pairs = [(op, dt) for op in op_db for dt in sorted(op.supported_dtypes("cpu"), key=str)]
+    pairs = [(op, dt) for op in op_db for dt in sorted(op.supported_dtypes("cpu"), key=str)
+             if not only or op.name in only]
     pairs = pairs[shard::num_shards]
     if limit:
         pairs = pairs[:limit]
@@ -157,9 +160,15 @@ def main():
     ap.add_argument("--out")
     ap.add_argument("--check")
     ap.add_argument("--limit", type=int, default=0)
+    ap.add_argument("--ops", default="", help="comma-separated OpInfo names (a subset, for development)")
+    ap.add_argument("--show", action="store_true", help="print every pair's result")
     args = ap.parse_args()
     t0 = time.time()
-    results = run_all(0, 1, args.limit)
+    only = set(filter(None, args.ops.split(",")))
+    results = run_all(0, 1, args.limit, only)
+    if args.show:
+        for k, v in sorted(results.items()):
+            print(f"{v['result']:14s} {k:40s} {v.get('reason', '')}")
     summary = summarize(results)
     summary["seconds"] = round(time.time() - t0, 1)
     props = torch.tpu.get_device_properties(0)
@@ -173,7 +182,7 @@ def main():
             f.write("\n")
     if args.check:
         with open(args.check) as f:
-            before = json.load(f)["results"]
+            before = {k: v for k, v in json.load(f)["results"].items() if not only or k in results}
         regressed = [k for k, v in before.items()
                      if v["result"].startswith("pass") and
                      not results.get(k, {"result": "missing"})["result"].startswith("pass")]

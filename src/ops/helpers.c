@@ -1,0 +1,92 @@
+/* Small helpers shared by the lowerings (ops_internal.h). */
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "ops/ops_internal.h"
+
+#define TRY(expr) TPUC_RETURN_IF_ERROR(expr)
+
+tpuc_status* op_unimpl(const char* why) {
+  return tpuc_status_make(TPUC_UNIMPLEMENTED, "%s", why);
+}
+
+bool op_is_tensor(const op_ctx* c, int i) {
+  return i >= 0 && (size_t)i < c->nargs &&
+         c->args[i].kind == TPUC_OP_ARG_TENSOR;
+}
+
+bool op_is_value(const op_ctx* c, int i) {
+  return i >= 0 && (size_t)i < c->nargs &&
+         (c->args[i].kind == TPUC_OP_ARG_TENSOR ||
+          c->args[i].kind == TPUC_OP_ARG_SCALAR);
+}
+
+bool op_is_none(const op_ctx* c, int i) {
+  return i < 0 || (size_t)i >= c->nargs ||
+         c->args[i].kind == TPUC_OP_ARG_NONE;
+}
+
+tpuc_status* op_int_arg(const op_ctx* c, int i, int64_t dflt, int64_t* out) {
+  if (op_is_none(c, i)) {
+    *out = dflt;
+    return NULL;
+  }
+  const tpuc_op_arg* a = &c->args[i];
+  if (a->kind != TPUC_OP_ARG_INT && a->kind != TPUC_OP_ARG_BOOL)
+    return op_unimpl("expected an int argument");
+  *out = a->i;
+  return NULL;
+}
+
+const char* op_str_arg(const op_ctx* c, int i, const char* dflt) {
+  if (op_is_none(c, i) || c->args[i].kind != TPUC_OP_ARG_STRING) return dflt;
+  return c->args[i].str;
+}
+
+tpuc_status* op_wrap_dim(int rank, int64_t dim, int64_t* out) {
+  int64_t lo = rank == 0 ? -1 : -rank, hi = rank == 0 ? 0 : rank - 1;
+  if (dim < lo || dim > hi)
+    return tpuc_status_make(TPUC_OUT_OF_RANGE,
+                            "Dimension out of range (expected to be in range "
+                            "of [%lld, %lld], but got %lld)",
+                            (long long)lo, (long long)hi, (long long)dim);
+  *out = dim < 0 ? dim + (rank == 0 ? 1 : rank) : dim;
+  return NULL;
+}
+
+tpuc_dtype op_accumulation_dtype(tpuc_dtype d) {
+  return (d == TPUC_DTYPE_F16 || d == TPUC_DTYPE_BF16) ? TPUC_DTYPE_F32 : d;
+}
+
+static tpuc_status* splat(op_ctx* c, tpuc_hlo_value x,
+                          const tpuc_hlo_type* shape, tpuc_hlo_value* out) {
+  if (shape == NULL || shape->rank == 0) {
+    *out = x;
+    return NULL;
+  }
+  return tpuc_hlo_broadcast_in_dim(c->fn, x, shape->dims, shape->rank, NULL,
+                                   out);
+}
+
+tpuc_status* op_const(op_ctx* c, tpuc_dtype dtype, double v,
+                      const tpuc_hlo_type* shape, tpuc_hlo_value* out) {
+  tpuc_hlo_value x;
+  if (dtype == TPUC_DTYPE_PRED) {
+    TRY(tpuc_hlo_constant_i64(c->fn, TPUC_DTYPE_U8, v != 0, &x));
+    TRY(tpuc_hlo_convert(c->fn, x, TPUC_DTYPE_PRED, &x));
+  } else if (tpuc_dtype_is_float(dtype) || tpuc_dtype_is_complex(dtype)) {
+    TRY(tpuc_hlo_constant_f64(c->fn, dtype, v, &x));
+  } else {
+    TRY(tpuc_hlo_constant_i64(c->fn, dtype, (int64_t)v, &x));
+  }
+  return splat(c, x, shape, out);
+}
+
+tpuc_status* op_scalar(op_ctx* c, int i, tpuc_dtype dtype,
+                       const tpuc_hlo_type* shape, tpuc_hlo_value* out) {
+  if (!op_is_value(c, i) || c->types[i].rank != 0)
+    return op_unimpl("expected a scalar argument");
+  tpuc_hlo_value x = c->vals[i];
+  if (c->types[i].dtype != dtype) TRY(tpuc_hlo_convert(c->fn, x, dtype, &x));
+  return splat(c, x, shape, out);
+}

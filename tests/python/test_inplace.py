@@ -1,0 +1,148 @@
+"""In-place and out= variants, device-side copies, fill_ and zero_: the
+result is written through the target's view in the op's own program (or
+into the out= tensor, resized and cast as PyTorch does), and views of the
+same storage see it."""
+
+import pytest
+import torch
+
+import tpuc
+
+
+def both(fn, base):
+    cpu = base.clone()
+    dev = base.to("tpu")
+    fn(cpu)
+    fn(dev)
+    torch.testing.assert_close(dev.cpu(), cpu, rtol=0, atol=0)
+
+
+@pytest.fixture
+def native_only():
+    tpuc.fallback_reset()
+    yield
+    assert not tpuc.fallback_report()
+
+
+def test_inplace_through_views(native_only):
+    base = torch.arange(24.0).reshape(4, 6)
+    both(lambda t: t[:, 1].mul_(10), base)          # strided column
+    both(lambda t: t[1:3].add_(1.5), base)          # contiguous rows, offset
+    both(lambda t: t.t()[2].sub_(t[0, :4]), base)   # transposed view
+    both(lambda t: t[::2, ::3].neg_(), base)         # 2-D strided
+    both(lambda t: t[1:].add_(t[0]), base)            # same storage, disjoint
+    both(lambda t: t[0].copy_(t[1]), base)
+
+
+def test_out_variants_resize_and_cast(native_only):
+    a = torch.randn(3, 4)
+    b = torch.randn(4)
+    out = torch.empty(0, device="tpu")
+    torch.add(a.to("tpu"), b.to("tpu"), out=out)
+    torch.testing.assert_close(out.cpu(), a + b, rtol=0, atol=0)
+    wide = torch.empty(3, 4, dtype=torch.float64, device="tpu")
+    torch.mul(a.to("tpu"), 2, out=wide)
+    assert wide.dtype == torch.float64
+    torch.testing.assert_close(wide.cpu(), (a * 2).double())
+    cmp = torch.empty(3, 4, dtype=torch.bool, device="tpu")
+    torch.lt(a.to("tpu"), 0, out=cmp)
+    assert torch.equal(cmp.cpu(), a < 0)
+
+
+def test_out_into_a_view():
+    a = torch.randn(3, 4)
+    dev = torch.zeros(4, 3, device="tpu")
+    cpu = torch.zeros(4, 3)
+    torch.sin(a.t(), out=cpu)
+    torch.sin(a.to("tpu").t(), out=dev)
+    torch.testing.assert_close(dev.cpu(), cpu)
+    dev2, cpu2 = torch.zeros(3, 8, device="tpu"), torch.zeros(3, 8)
+    torch.cos(a, out=cpu2[:, ::2])
+    torch.cos(a.to("tpu"), out=dev2[:, ::2])
+    torch.testing.assert_close(dev2.cpu(), cpu2)
+
+
+def test_casting_errors_match_cpu():
+    for dev in ("cpu", "tpu"):
+        ints = torch.ones(3, dtype=torch.long, device=dev)
+        with pytest.raises(RuntimeError, match="can't be cast"):
+            ints.add_(1.5)
+        with pytest.raises(RuntimeError, match="can't be cast"):
+            torch.add(torch.ones(3, device=dev), 1, out=ints)
+        small = torch.ones(3, device=dev)
+        with pytest.raises(RuntimeError, match="doesn't match the broadcast shape"):
+            small.add_(torch.ones(2, 3, device=dev))
+        assert small.cpu().tolist() == [1.0, 1.0, 1.0]
+
+
+def test_overlap_errors_match_cpu():
+    for dev in ("cpu", "tpu"):
+        t = torch.arange(24.0, device=dev).reshape(4, 6)
+        with pytest.raises(RuntimeError, match="single memory location"):
+            t.add_(t[0])
+        with pytest.raises(RuntimeError, match="single memory location"):
+            t[0].expand(4, 6).mul_(2)
+        with pytest.raises(RuntimeError, match="single memory location"):
+            torch.add(t[0], 1, out=t[0].as_strided((6,), (0,)))
+
+
+def test_fill_and_zero(native_only):
+    for dtype in (torch.float32, torch.bfloat16, torch.int32, torch.uint8, torch.bool):
+        both(lambda t: t.fill_(3), torch.zeros(5, 2, dtype=dtype))
+        both(lambda t: t[:, 1].fill_(1), torch.zeros(5, 2, dtype=dtype))
+        both(lambda t: t[1:].zero_(), torch.ones(5, 2, dtype=dtype))
+    both(lambda t: t.fill_(2.7), torch.zeros(4, dtype=torch.int64))
+    both(lambda t: t.fill_(torch.tensor(1.25)), torch.zeros(4))
+    both(lambda t: t.fill_(torch.tensor(-2.0, device=t.device)), torch.zeros(4))
+    assert torch.full((2, 3), 7.0, device="tpu").cpu().tolist() == [[7.0] * 3] * 2
+    assert torch.zeros(3, dtype=torch.int16, device="tpu").cpu().tolist() == [0, 0, 0]
+
+
+def test_fill_errors_match_cpu():
+    for dev in ("cpu", "tpu"):
+        with pytest.raises(RuntimeError, match="0-dimension"):
+            torch.zeros(3, device=dev).fill_(torch.ones(2, device=dev))
+        with pytest.raises(RuntimeError):
+            torch.zeros(3, dtype=torch.int32, device=dev).fill_(float("nan"))
+
+
+def test_device_copy_casts_and_broadcasts(native_only):
+    src = torch.tensor([[1.7, -2.5, 3.2]])
+    for dtype in (torch.int32, torch.float16, torch.bool, torch.uint8, torch.float64):
+        dst = torch.zeros(4, 3, dtype=dtype, device="tpu")
+        dst.copy_(src.to("tpu"))
+        assert torch.equal(dst.cpu(), torch.zeros(4, 3, dtype=dtype).copy_(src))
+    y = torch.arange(12.0).reshape(3, 4)
+    d = y.to("tpu")
+    d[:, :3].copy_(d[:, 1:])  # overlapping source and destination
+    y[:, :3].copy_(y[:, 1:].clone())
+    assert torch.equal(d.cpu(), y)
+
+
+def test_fallback_inplace_on_view_keeps_strides():
+    # An op with no native lowering, in place on a strided view: the CPU
+    # fallback writes its result back through the view.
+    x = torch.arange(12.0).reshape(3, 4) + 1
+    d = x.to("tpu")
+    d[:, 1].lgamma_()
+    x[:, 1].lgamma_()
+    torch.testing.assert_close(d.cpu(), x)
+    d2, x2 = (torch.arange(12.0).reshape(3, 4) + 1).to("tpu"), torch.arange(12.0).reshape(3, 4) + 1
+    torch.lgamma(d2[:, 0], out=d2[:, 2])
+    torch.lgamma(x2[:, 0], out=x2[:, 2])
+    torch.testing.assert_close(d2.cpu(), x2)
+
+
+def test_scalars_do_not_recompile():
+    # x.add_(0.5) and x.add_(0.7) share one executable: scalars are program
+    # arguments, never part of the cache key.
+    x = torch.zeros(7, device="tpu")
+    x.add_(0.5)
+    before = torch.tpu.compile_cache_stats() if hasattr(torch.tpu, "compile_cache_stats") else None
+    x.add_(0.7)
+    x.mul_(1.5)
+    x.mul_(3.0)
+    torch.testing.assert_close(x.cpu(), torch.full((7,), 5.4))
+    if before is not None:
+        after = torch.tpu.compile_cache_stats()
+        assert after["misses"] == before["misses"] + 1  # only mul_'s first call
