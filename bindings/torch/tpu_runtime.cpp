@@ -1,6 +1,8 @@
 // Process-wide runtime state of the binding and status translation.
 #include "tpu_runtime.h"
 
+#include <cstdlib>
+
 #include <c10/util/Exception.h>
 
 #include <mutex>
@@ -14,6 +16,14 @@ std::string g_error = "tpuc runtime not initialized";
 thread_local c10::DeviceIndex t_device = 0;
 
 }  // namespace
+
+bool launch_blocking() {
+  static const bool on = [] {
+    const char* v = std::getenv("TPUC_LAUNCH_BLOCKING");
+    return v != nullptr && v[0] != '\0' && std::string(v) != "0";
+  }();
+  return on;
+}
 
 void check(tpuc_status* st) {
   if (st == nullptr) return;

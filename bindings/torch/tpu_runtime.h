@@ -31,6 +31,10 @@ tpuc_storage* storage_of(const at::Tensor& tensor);
 // (storage, dtype, sizes, strides, offset) of a tpu tensor.
 tpuc_view view_of(const at::Tensor& tensor);
 
+// TPUC_LAUNCH_BLOCKING=1 (read once): every op waits for its result, so
+// errors surface at the failing op (the synchronous debug mode).
+bool launch_blocking();
+
 // Current device of this thread.
 c10::DeviceIndex current_device();
 void set_current_device(c10::DeviceIndex index);

@@ -76,6 +76,13 @@ tpuc_status* tpuc_client_on_destroy(tpuc_client* client,
  * cleared, and the client stays usable. */
 tpuc_status* tpuc_client_synchronize(tpuc_client* client);
 
+/* A mark in the client's stream of work: everything issued so far (what a
+ * PyTorch event records). tpuc_client_mark_done says, without blocking,
+ * whether all of it has finished. */
+tpuc_status* tpuc_client_mark(tpuc_client* client, uint64_t* mark);
+tpuc_status* tpuc_client_mark_done(tpuc_client* client, uint64_t mark,
+                                   bool* done);
+
 #ifdef __cplusplus
 }
 #endif

@@ -62,6 +62,9 @@ def _load():
     torch.utils.generate_methods_for_privateuse1_backend(
         for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
     )
+    # torch.autocast("tpu") without a dtype: bfloat16, the TPU's native
+    # reduced precision (CUDA's default is float16).
+    torch.set_autocast_dtype("tpu", torch.bfloat16)
 
 
 def _autoload():

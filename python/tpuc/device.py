@@ -231,13 +231,65 @@ def set_rng_state_all(new_states):
 # ----------------------------- streams -----------------------------------
 
 
+class _OnTpu(type):
+    """isinstance(x, torch.tpu.Stream) holds for any torch.Stream of the tpu
+    device (and likewise for Event): the objects are plain torch.Stream /
+    torch.Event, which PyTorch's own methods require (elapsed_time and
+    wait_stream accept nothing else)."""
+
+    def __instancecheck__(cls, obj):
+        return isinstance(obj, cls._base) and obj.device.type == "tpu"
+
+
+class Stream(metaclass=_OnTpu):
+    """A tpu stream: a torch.Stream on the tpu device. All streams of a
+    device run in one issue order on the PJRT client; `priority` is
+    accepted."""
+
+    _base = torch.Stream
+
+    def __new__(cls, device=None, priority=0, **kwargs):
+        return torch.Stream(device=torch.device("tpu", _index(device)), priority=priority, **kwargs)
+
+
+class Event(metaclass=_OnTpu):
+    """A tpu event: a torch.Event on the current tpu device."""
+
+    _base = torch.Event
+
+    def __new__(cls, enable_timing=False, blocking=False, interprocess=False):
+        return torch.Event(device=torch.device("tpu", current_device()),
+                           enable_timing=enable_timing, blocking=blocking,
+                           interprocess=interprocess)
+
+
 def current_stream(device=None):
-    return torch.Stream(device=torch.device("tpu", _index(device)))
+    return torch.accelerator.current_stream(torch.device("tpu", _index(device)))
+
+
+def default_stream(device=None):
+    cur = current_stream(device)
+    return torch.Stream(stream_id=0, device_index=cur.device_index,
+                        device_type=cur.device_type)
+
+
+def set_stream(s):
+    if s is not None:
+        torch.accelerator.set_stream(s)
 
 
 @contextlib.contextmanager
 def stream(s):
-    yield s
+    """Makes `s` the current stream of its device inside the block."""
+    if s is None:
+        yield
+        return
+    prev = torch.accelerator.current_stream(s.device)
+    torch.accelerator.set_stream(s)
+    try:
+        yield s
+    finally:
+        torch.accelerator.set_stream(prev)
 
 
 backends = types.ModuleType("torch.backends.tpu")

@@ -327,6 +327,7 @@ static void retire_front(tpuc_client* c, PJRT_Error* err) {
   tpuc_pjrt_event_destroy(c->api, p->event);
   c->pending_head = (c->pending_head + 1) % c->pending_cap;
   c->pending_count--;
+  c->retired++;
 }
 
 /* Retires finished executions at the front without blocking. */
@@ -375,6 +376,8 @@ void tpuc_client_track(tpuc_client* c, PJRT_Event* done, const char* program) {
       else if (e != NULL)
         tpuc_status_free(tpuc_pjrt_error(c->api, e, NULL));
       tpuc_pjrt_event_destroy(c->api, done);
+      c->issued++;
+      c->retired++;
       pthread_mutex_unlock(&c->mu);
       return;
     }
@@ -390,7 +393,27 @@ void tpuc_client_track(tpuc_client* c, PJRT_Event* done, const char* program) {
   slot->event = done;
   snprintf(slot->program, sizeof slot->program, "%s", program);
   c->pending_count++;
+  c->issued++;
   pthread_mutex_unlock(&c->mu);
+}
+
+tpuc_status* tpuc_client_mark(tpuc_client* c, uint64_t* mark) {
+  if (c == NULL || mark == NULL)
+    return tpuc_status_make(TPUC_INVALID_ARGUMENT, "NULL argument");
+  pthread_mutex_lock(&c->mu);
+  *mark = c->issued;
+  pthread_mutex_unlock(&c->mu);
+  return NULL;
+}
+
+tpuc_status* tpuc_client_mark_done(tpuc_client* c, uint64_t mark, bool* done) {
+  if (c == NULL || done == NULL)
+    return tpuc_status_make(TPUC_INVALID_ARGUMENT, "NULL argument");
+  pthread_mutex_lock(&c->mu);
+  reap_ready(c);
+  *done = c->retired >= mark;
+  pthread_mutex_unlock(&c->mu);
+  return NULL;
 }
 
 tpuc_status* tpuc_client_synchronize(tpuc_client* c) {

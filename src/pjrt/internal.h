@@ -44,6 +44,8 @@ struct tpuc_client {
   pthread_mutex_t mu; /* guards the pending ring and async_error */
   tpuc_pending* pending;
   size_t pending_cap, pending_head, pending_count;
+  /* Executions tracked so far, and those known finished (in order). */
+  uint64_t issued, retired;
   tpuc_status* async_error;
 
   tpuc_cache* cache;
