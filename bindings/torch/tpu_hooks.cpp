@@ -19,47 +19,68 @@ void resize_storage(const c10::Storage& storage, size_t nbytes);
 
 namespace {
 
-// Random ops without a native lowering run on the CPU; the tpu generator
-// therefore carries a CPU generator of its own, which the fallback hands to
-// them. Seeding a tpu generator seeds that stream, independently of the
-// CPU's default generator, so the same seed gives the same numbers.
+// The tpu generator: a counter-based state (seed, offset) per device. Each
+// native random op takes (seed, offset) as its ThreeFry state and advances
+// the offset by one (each call gets its own 2^32-counter range). Random ops
+// without a native lowering run on the CPU; the generator therefore also
+// carries a CPU generator, which the fallback hands to them. Seeding seeds
+// both (and resets the offset), independently of the CPU's default
+// generator, so the same seed gives the same numbers on every run.
 struct TpuGeneratorImpl final : public c10::GeneratorImpl {
   explicit TpuGeneratorImpl(c10::DeviceIndex index)
       : c10::GeneratorImpl(c10::Device(c10::DeviceType::PrivateUse1, index),
                            c10::DispatchKeySet(c10::DispatchKey::PrivateUse1)),
         cpu_(at::make_generator<at::CPUGeneratorImpl>(kDefaultSeed)) {}
 
-  void set_current_seed(uint64_t seed) override { cpu_.set_current_seed(seed); }
-  void set_offset(uint64_t) override {
-    TORCH_CHECK_NOT_IMPLEMENTED(
-        false, "the tpu generator has no offset (it is not counter-based yet)");
+  void set_current_seed(uint64_t seed) override {
+    cpu_.set_current_seed(seed);
+    offset_ = 0;
   }
-  uint64_t get_offset() const override {
-    TORCH_CHECK_NOT_IMPLEMENTED(
-        false, "the tpu generator has no offset (it is not counter-based yet)");
-  }
+  void set_offset(uint64_t offset) override { offset_ = offset; }
+  uint64_t get_offset() const override { return offset_; }
   uint64_t current_seed() const override { return cpu_.current_seed(); }
-  uint64_t seed() override { return cpu_.seed(); }
+  uint64_t seed() override {
+    offset_ = 0;
+    return cpu_.seed();
+  }
+  // The state: the CPU generator's state bytes, then the offset (8 bytes).
   void set_state(const c10::TensorImpl& state) override {
-    cpu_.set_state(at::Tensor(
-        c10::intrusive_ptr<c10::TensorImpl>::unsafe_reclaim_from_nonowning(
-            const_cast<c10::TensorImpl*>(&state))));
+    at::Tensor t(c10::intrusive_ptr<c10::TensorImpl>::unsafe_reclaim_from_nonowning(
+        const_cast<c10::TensorImpl*>(&state)));
+    TORCH_CHECK(t.scalar_type() == at::kByte && t.dim() == 1 && t.numel() > 8,
+                "RNG state must be a torch.ByteTensor of a tpu generator");
+    int64_t n = t.numel() - 8;
+    at::Tensor c = t.contiguous();
+    cpu_.set_state(c.narrow(0, 0, n).clone());
+    std::memcpy(&offset_, c.data_ptr<uint8_t>() + n, 8);
   }
   c10::intrusive_ptr<c10::TensorImpl> get_state() const override {
-    return cpu_.get_state().getIntrusivePtr();
+    at::Tensor c = cpu_.get_state();
+    at::Tensor out = at::empty({c.numel() + 8}, c.options());
+    out.narrow(0, 0, c.numel()).copy_(c);
+    std::memcpy(out.data_ptr<uint8_t>() + c.numel(), &offset_, 8);
+    return out.getIntrusivePtr();
   }
   static c10::DeviceType device_type() { return c10::DeviceType::PrivateUse1; }
 
   const at::Generator& cpu_generator() const { return cpu_; }
+  // (seed, counter) for one native random op; advances the offset.
+  void draw(uint64_t out[2]) {
+    out[0] = cpu_.current_seed();
+    out[1] = offset_ << 32;
+    offset_++;
+  }
 
  private:
   static constexpr uint64_t kDefaultSeed = 67280421310721ULL;
   TpuGeneratorImpl* clone_impl() const override {
     auto* g = new TpuGeneratorImpl(device().index());
     g->cpu_ = cpu_.clone();
+    g->offset_ = offset_;
     return g;
   }
   at::Generator cpu_;
+  uint64_t offset_ = 0;
 };
 
 // Host memory for `pin_memory=True` with the tpu accelerator. PJRT copies
@@ -164,6 +185,13 @@ struct TpuHooks final : public at::PrivateUse1HooksInterface {
 
 const at::Generator& default_generator(c10::DeviceIndex index) {
   return at::detail::getPrivateUse1Hooks().getDefaultGenerator(index);
+}
+
+// (seed, counter) for one native random op from `gen` (a tpu generator).
+void draw_rng(const at::Generator& gen, uint64_t out[2]) {
+  at::Generator g = gen;
+  std::lock_guard<std::mutex> lock(g.mutex());
+  g.get<TpuGeneratorImpl>()->draw(out);
 }
 
 // The CPU generator that random ops falling back to the CPU use for `gen`

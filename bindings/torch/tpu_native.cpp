@@ -19,6 +19,8 @@ namespace tpuc_torch {
 
 void cpu_fallback_kernel(const c10::OperatorHandle& op,
                          torch::jit::Stack* stack);
+const at::Generator& default_generator(c10::DeviceIndex index);
+void draw_rng(const at::Generator& gen, uint64_t out[2]);
 
 namespace {
 
@@ -69,6 +71,12 @@ bool marshal(const c10::IValue& v, const c10::TypePtr& declared,
   }
   c10::TypePtr type = declared;
   if (auto opt = type->cast<c10::OptionalType>()) type = opt->getElementType();
+  if (type->kind() == c10::TypeKind::GeneratorType) {
+    // Random ops draw from it through options.rng (native_kernel).
+    if (!v.toGenerator().device().is_privateuseone()) return false;
+    out->kind = TPUC_OP_ARG_NONE;
+    return true;
+  }
   if (type->kind() == c10::TypeKind::StringType) {
     keep->strings.push_back(v.toStringRef());
     out->kind = TPUC_OP_ARG_STRING;
@@ -281,6 +289,16 @@ void native_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   }
   for (size_t k = 0; k < written.size(); k++)
     if (!is_out[written[k]]) opts.write_to[k] = &args[written[k]].view;
+  if (tpuc_op_is_random(index)) {
+    // The op's generator (a tpu one; marshal refused others), or the
+    // device's default.
+    std::optional<at::Generator> gen;
+    for (size_t i = 0; i < nargs; i++) {
+      const c10::IValue& v = (*stack)[stack->size() - nargs + i];
+      if (v.isGenerator()) gen = v.toGenerator();
+    }
+    draw_rng(gen ? *gen : default_generator(device->index()), opts.rng);
+  }
   tpuc_op_result results[TPUC_OP_MAX_RESULTS];
   size_t nres = 0;
   tpuc_status* st =

@@ -87,6 +87,9 @@ typedef struct tpuc_op_options {
    * have the view's sizes, and is written through the view inside the same
    * program. */
   const tpuc_view* write_to[TPUC_OP_MAX_RESULTS];
+  /* Random ops (tpuc_op_is_random): the generator's draw for this call,
+   * (seed, counter); a value of the call, never part of the program key. */
+  uint64_t rng[2];
 } tpuc_op_options;
 
 size_t tpuc_op_table_size(void);
@@ -94,6 +97,9 @@ size_t tpuc_op_table_size(void);
 const char* tpuc_op_table_name(size_t i);
 /* Index of `name` in the table, or -1. */
 int tpuc_op_find(const char* name);
+/* True when op `index` draws random numbers: the caller then fills
+ * options->rng from the op's generator (and advances it). */
+bool tpuc_op_is_random(int index);
 
 /* Runs op `index` on `device`. `results` has room for `max_results`. */
 tpuc_status* tpuc_op_run(tpuc_client* client, int device, int index,

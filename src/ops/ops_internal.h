@@ -25,6 +25,9 @@ typedef struct op_ctx {
   tpuc_hlo_value* list_vals[OP_MAX_ARGS];
   tpuc_hlo_type* list_types[OP_MAX_ARGS];
   size_t list_len[OP_MAX_ARGS];
+  /* Random ops: the rng state u64[2] (seed, counter), else -1. */
+  bool random;
+  tpuc_hlo_value rng;
   /* Internal: the u8 storage argument behind each tensor read. */
   tpuc_hlo_value storage_vals[OP_MAX_ARGS];
   tpuc_hlo_value list_storage[OP_MAX_LIST];
@@ -61,6 +64,7 @@ extern const op_entry op_table_core[];  /* table.c */
 extern const op_entry op_table_index[]; /* index.c: indexing, shapes, fill */
 extern const op_entry op_table_nn[];    /* nn.c: norms, activations, conv */
 extern const op_entry op_table_math[];  /* math.c: more math, scans, sort */
+extern const op_entry op_table_random[]; /* random.c: device RNG */
 
 /* ---- helpers for lowerings ---- */
 
@@ -88,6 +92,10 @@ tpuc_status* op_const(op_ctx* c, tpuc_dtype dtype, double v,
  * rank 0, broadcast to `shape` when non-NULL. */
 tpuc_status* op_scalar(op_ctx* c, int i, tpuc_dtype dtype,
                        const tpuc_hlo_type* shape, tpuc_hlo_value* out);
+/* Random ops: `count` independent draws of uniform u32 (or u64) bits with
+ * `shape`, from c->rng. */
+tpuc_status* op_random_bits(op_ctx* c, tpuc_dtype bits,
+                            const tpuc_hlo_type* shape, tpuc_hlo_value* out);
 
 /* PyTorch result_type over the listed arguments (tensors and scalars). */
 tpuc_status* op_result_type(const op_ctx* c, const int* which, size_t n,
@@ -110,6 +118,7 @@ tpuc_status* op_lower_reduce(op_ctx* c, int param);
 tpuc_status* op_lower_softmax(op_ctx* c, int log);
 tpuc_status* op_lower_copy(op_ctx* c, int param); /* tpuc::copy */
 tpuc_status* op_lower_fill(op_ctx* c, int param); /* fill_, zero_ */
+tpuc_status* op_lower_dropout_backward(op_ctx* c, int param);
 
 /* op_lower_reduce: which reduction, and whether argument 1 is a dim list. */
 #define OP_REDUCE_SUM 1

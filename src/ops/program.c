@@ -338,6 +338,14 @@ const char* tpuc_op_table_name(size_t i) {
   return e ? e->name : NULL;
 }
 
+bool tpuc_op_is_random(int index) {
+  const op_entry* e = index >= 0 ? ops_entry((size_t)index) : NULL;
+  if (e == NULL) return false;
+  for (const op_entry* r = op_table_random; r->name != NULL; r++)
+    if (r == e) return true;
+  return false;
+}
+
 int tpuc_op_find(const char* name) {
   for (size_t i = 0; name && ops_entry(i) != NULL; i++)
     if (strcmp(ops_entry(i)->name, name) == 0) return (int)i;
@@ -653,6 +661,12 @@ static tpuc_status* build_program(tpuc_client* client, const op_entry* e,
   TRY(tpuc_hlo_module_create("tpuc_op", &m));
   c->module = m;
   tpuc_status* st = tpuc_hlo_main(m, &c->fn);
+  c->rng = -1;
+  if (st == NULL && c->random) {
+    int64_t two = 2;
+    tpuc_hlo_type rt = tpuc_hlo_type_make(TPUC_DTYPE_U64, &two, 1);
+    st = tpuc_hlo_arg(c->fn, &rt, &c->rng);
+  }
   for (size_t i = 0; st == NULL && i < c->nargs; i++) st = declare_arg(c, i);
   if (st == NULL) st = e->lower(c, e->param);
   if (st == NULL && (c->nouts == 0 || c->nouts > OP_MAX_OUTS))
@@ -772,6 +786,7 @@ tpuc_status* tpuc_op_run(tpuc_client* client, int device, int index,
     c.args = args;
     c.nargs = num_args;
     c.opts = options;
+    c.random = tpuc_op_is_random(index);
     tpuc_status* st = build_program(client, e, &c, &exe, out_types);
     if (st != NULL) return tpuc_status_annotate(st, "%s", e->name);
     nouts = c.nouts;
@@ -794,6 +809,12 @@ tpuc_status* tpuc_op_run(tpuc_client* client, int device, int index,
   }
   run_inputs r = {{0}, 0};
   tpuc_status* st = NULL;
+  if (tpuc_op_is_random(index)) {
+    int64_t two = 2;
+    st = tpuc_buffer_from_host(client, device, TPUC_DTYPE_U64, &two, 1,
+                               options->rng, NULL, &r.in[r.nin]);
+    if (st == NULL) r.nin++;
+  }
   for (size_t i = 0; st == NULL && i < num_args; i++)
     st = collect_input(&args[i], i, client, device, &r);
   for (size_t k = 0; st == NULL && k < OP_MAX_OUTS; k++) {

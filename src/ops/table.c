@@ -192,13 +192,15 @@ const op_entry op_table_core[] = {
     {"aten::fill.Scalar", op_lower_fill, 0},
     {"aten::fill.Tensor", op_lower_fill, 0},
     {"aten::zero_", op_lower_fill, 1},
+    {"aten::native_dropout_backward", op_lower_dropout_backward, 0},
     /* Internal (not registered with PyTorch): tpuc_op_copy. */
     {"tpuc::copy", op_lower_copy, 0},
     {NULL, NULL, 0},
 };
 
 static const op_entry* const kTables[] = {op_table_core, op_table_index,
-                                          op_table_nn, op_table_math};
+                                          op_table_nn, op_table_math,
+                                          op_table_random};
 
 const op_entry* ops_entry(size_t i) {
   for (size_t t = 0; t < sizeof kTables / sizeof kTables[0]; t++) {
