@@ -106,6 +106,9 @@ bool marshal(const c10::IValue& v, const c10::TypePtr& declared,
   }
   switch (type->kind()) {
     case c10::TypeKind::IntType:
+    case c10::TypeKind::SymIntType:
+      // Sizes, dims, strides, groups: static arguments of the program.
+      if (!v.isInt()) return false;  // a symbolic int
       out->kind = TPUC_OP_ARG_INT;
       out->i = v.toInt();
       return true;
@@ -118,6 +121,16 @@ bool marshal(const c10::IValue& v, const c10::TypePtr& declared,
       out->dtype = to_tpuc_dtype(static_cast<at::ScalarType>(v.toInt()));
       return true;
     case c10::TypeKind::ListType:
+      if (v.isBoolList()) {
+        // bool[] (output_mask): an int list of 0/1.
+        std::vector<int64_t> bits;
+        for (bool b : v.toBoolList()) bits.push_back(b ? 1 : 0);
+        keep->lists.push_back(std::move(bits));
+        out->kind = TPUC_OP_ARG_INT_LIST;
+        out->list = keep->lists.back().data();
+        out->list_len = keep->lists.back().size();
+        return true;
+      }
       if (!v.isIntList()) return false;
       keep->lists.push_back(v.toIntVector());
       out->kind = TPUC_OP_ARG_INT_LIST;
@@ -324,6 +337,11 @@ void native_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   }
   torch::jit::drop(*stack, nargs);
   for (size_t k = 0; k < nres; k++) {
+    if (results[k].value == nullptr && !results[k].written) {
+      // A result the op leaves undefined (output_mask false).
+      torch::jit::push(*stack, at::Tensor());
+      continue;
+    }
     if (written.empty()) {
       torch::jit::push(*stack, wrap_result(&results[k], *device));
       continue;

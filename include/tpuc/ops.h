@@ -69,7 +69,9 @@ typedef struct tpuc_op_result {
   tpuc_dtype dtype;
   int rank;
   int64_t sizes[TPUC_MAX_RANK];
-  tpuc_buffer* value; /* u8[numel * dtype size], row-major; caller releases */
+  /* u8[numel * dtype size], row-major; caller releases. NULL for a
+   * result the op leaves undefined (a gradient its output_mask omits). */
+  tpuc_buffer* value;
   /* The result was written into options->write_to[k]: `value` is then the
    * new value of that view's storage (u8[storage bytes]), to be set with
    * tpuc_storage_set_value; dtype and sizes are the view's. */

@@ -105,6 +105,14 @@ tpuc_status* op_lower_unary(op_ctx* c, int param) {
       (op == TPUC_HLO_SIGN && tpuc_dtype_is_unsigned_int(dt)))
     return tpuc_status_make(TPUC_UNIMPLEMENTED,
                             "runs on the CPU for this dtype");
+  if (op == TPUC_HLO_SIGN && tpuc_dtype_is_float(dt)) {
+    /* PyTorch's sign(NaN) is 0 (HLO's is NaN). */
+    tpuc_hlo_value sg, nan, zero;
+    TRY(tpuc_hlo_unary(c->fn, op, x, &sg));
+    TRY(tpuc_hlo_compare(c->fn, TPUC_HLO_NE, x, x, &nan));
+    TRY(op_const(c, dt, 0.0, &shape, &zero));
+    return tpuc_hlo_select(c->fn, nan, zero, sg, &c->outs[0]);
+  }
   return tpuc_hlo_unary(c->fn, op, x, &c->outs[0]);
 }
 

@@ -84,6 +84,21 @@ tpuc_status* op_const(op_ctx* c, tpuc_dtype dtype, double v,
 
 tpuc_status* op_scalar(op_ctx* c, int i, tpuc_dtype dtype,
                        const tpuc_hlo_type* shape, tpuc_hlo_value* out) {
+  if (i >= 0 && (size_t)i < c->nargs &&
+      (c->args[i].kind == TPUC_OP_ARG_INT ||
+       c->args[i].kind == TPUC_OP_ARG_BOOL)) {
+    /* A static int (a SymInt such as ignore_index): a constant. */
+    tpuc_hlo_value x;
+    if (dtype == TPUC_DTYPE_PRED) {
+      TRY(op_const(c, dtype, c->args[i].i != 0, NULL, &x));
+    } else if (tpuc_dtype_is_float(dtype)) {
+      TRY(tpuc_hlo_constant_f64(c->fn, dtype, (double)c->args[i].i, &x));
+    } else {
+      TRY(tpuc_hlo_constant_i64(c->fn, TPUC_DTYPE_S64, c->args[i].i, &x));
+      if (dtype != TPUC_DTYPE_S64) TRY(tpuc_hlo_convert(c->fn, x, dtype, &x));
+    }
+    return splat(c, x, shape, out);
+  }
   if (!op_is_value(c, i) || c->types[i].rank != 0)
     return op_unimpl("expected a scalar argument");
   tpuc_hlo_value x = c->vals[i];

@@ -88,7 +88,8 @@ tpuc_dtype op_accumulation_dtype(tpuc_dtype d);
 /* Rank-0 constant `v` of `dtype`, broadcast to `shape` when non-NULL. */
 tpuc_status* op_const(op_ctx* c, tpuc_dtype dtype, double v,
                       const tpuc_hlo_type* shape, tpuc_hlo_value* out);
-/* Scalar argument i (SCALAR kind or a 0-d tensor) converted to `dtype`,
+/* Scalar argument i (SCALAR kind, a 0-d tensor, or a static INT/BOOL as
+ * a constant) converted to `dtype`,
  * rank 0, broadcast to `shape` when non-NULL. */
 tpuc_status* op_scalar(op_ctx* c, int i, tpuc_dtype dtype,
                        const tpuc_hlo_type* shape, tpuc_hlo_value* out);

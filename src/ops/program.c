@@ -672,7 +672,7 @@ static tpuc_status* build_program(tpuc_client* client, const op_entry* e,
   if (st == NULL && (c->nouts == 0 || c->nouts > OP_MAX_OUTS))
     st = tpuc_status_make(TPUC_INTERNAL, "%s produced %zu results", e->name,
                           c->nouts);
-  tpuc_hlo_value bytes[OP_MAX_OUTS + 1];
+  tpuc_hlo_value bytes[OP_MAX_OUTS + 1], written_bytes[OP_MAX_OUTS];
   /* Extra inputs: storages of write targets no argument reads. */
   tpuc_hlo_value extra[OP_MAX_OUTS];
   for (size_t k = 0; st == NULL && k < OP_MAX_OUTS; k++) {
@@ -690,12 +690,25 @@ static tpuc_status* build_program(tpuc_client* client, const op_entry* e,
       st = tpuc_hlo_arg(c->fn, &ut, &extra[w.index]);
     }
   }
+  size_t nret = 0;
   for (size_t k = 0; st == NULL && k < c->nouts; k++) {
-    st = tpuc_hlo_value_type(c->fn, c->outs[k], &out_types[k]);
     const tpuc_view* t = c->opts->write_to[k];
+    if (c->outs[k] < 0) {
+      /* An undefined result (a gradient output_mask leaves out). */
+      if (t != NULL)
+        st = tpuc_status_make(TPUC_INTERNAL, "%s: undefined result %zu is "
+                              "written", e->name, k);
+      out_types[k].rank = -1;
+      continue;
+    }
+    st = tpuc_hlo_value_type(c->fn, c->outs[k], &out_types[k]);
+    if (st == NULL && tpuc_dtype_is_complex(out_types[k].dtype)) {
+      st = unimpl("complex results run on the CPU");
+      break;
+    }
     if (st != NULL || t == NULL) {
       if (st == NULL)
-        st = to_bytes(c->fn, c->outs[k], &out_types[k], &bytes[k]);
+        st = to_bytes(c->fn, c->outs[k], &out_types[k], &bytes[nret++]);
       continue;
     }
     const tpuc_hlo_type* rt = &out_types[k];
@@ -724,13 +737,13 @@ static tpuc_status* build_program(tpuc_client* client, const op_entry* e,
     wsrc w = write_source(c->args, c->nargs, c->opts, k);
     tpuc_hlo_value base = w.kind == WSRC_ARG      ? c->storage_vals[w.index]
                           : w.kind == WSRC_LIST   ? c->list_storage[w.index]
-                          : w.kind == WSRC_TARGET ? bytes[w.index]
+                          : w.kind == WSRC_TARGET ? written_bytes[w.index]
                           : w.kind == WSRC_INPUT  ? extra[w.index]
                                                   : -1;
-    if (st == NULL) st = write_view(m, c->fn, base, t, v, &bytes[k]);
+    if (st == NULL) st = write_view(m, c->fn, base, t, v, &bytes[nret]);
+    written_bytes[k] = bytes[nret++];
     out_types[k] = tpuc_hlo_type_make(t->dtype, t->sizes, t->rank);
   }
-  size_t nret = c->nouts;
   if (st == NULL && c->has_check) {
     tpuc_hlo_type pt = tpuc_hlo_type_scalar(TPUC_DTYPE_PRED);
     st = to_bytes(c->fn, c->check, &pt, &bytes[nret]);
@@ -823,7 +836,9 @@ tpuc_status* tpuc_op_run(tpuc_client* client, int device, int index,
       st = collect_view(options->write_to[k], num_args + k, device, &r);
   }
   tpuc_buffer* outs[OP_MAX_OUTS + 1] = {0};
-  size_t nexec = nouts + (has_check ? 1 : 0);
+  size_t ndef = 0;
+  for (size_t k = 0; k < nouts; k++) ndef += out_types[k].rank >= 0;
+  size_t nexec = ndef + (has_check ? 1 : 0);
   if (st == NULL)
     st = tpuc_execute(exe, device, r.in, r.nin, NULL, outs, nexec);
   tpuc_executable_release(exe);
@@ -831,20 +846,28 @@ tpuc_status* tpuc_op_run(tpuc_client* client, int device, int index,
   if (st != NULL) return tpuc_status_annotate(st, "%s", e->name);
   if (has_check) {
     uint8_t bad = 0;
-    st = tpuc_buffer_to_host(outs[nouts], &bad, 1);
-    tpuc_buffer_release(outs[nouts]);
+    st = tpuc_buffer_to_host(outs[ndef], &bad, 1);
+    tpuc_buffer_release(outs[ndef]);
     if (st == NULL && bad)
       st = tpuc_status_make(check_code, "%s", check_msg ? check_msg : "bad argument");
     if (st != NULL) {
-      for (size_t k = 0; k < nouts; k++) tpuc_buffer_release(outs[k]);
+      for (size_t k = 0; k < ndef; k++) tpuc_buffer_release(outs[k]);
       return st;
+    }
+  }
+  /* Undefined results take no program output: spread the outputs. */
+  for (size_t k = nouts, j = ndef; k-- > 0;) {
+    if (out_types[k].rank < 0) {
+      outs[k] = NULL;
+    } else {
+      outs[k] = outs[--j];
     }
   }
   for (size_t k = 0; k < nouts; k++) {
     results[k].dtype = out_types[k].dtype;
-    results[k].rank = out_types[k].rank;
+    results[k].rank = out_types[k].rank < 0 ? 0 : out_types[k].rank;
     memcpy(results[k].sizes, out_types[k].dims,
-           sizeof(int64_t) * (size_t)out_types[k].rank);
+           sizeof(int64_t) * (size_t)results[k].rank);
     results[k].value = outs[k];
     results[k].written = options->write_to[k] != NULL;
   }
@@ -890,6 +913,8 @@ tpuc_status* tpuc_op_copy(tpuc_client* client, const tpuc_view* dst,
   TRY(tpuc_view_check(dst));
   TRY(tpuc_view_check(src));
   if (numel(dst->sizes, dst->rank) == 0) return NULL;
+  if (tpuc_dtype_is_complex(dst->dtype) || tpuc_dtype_is_complex(src->dtype))
+    return unimpl("complex copies take the host path");
   static int index = -2;
   if (index == -2) index = tpuc_op_find("tpuc::copy");
   tpuc_op_arg args[3];

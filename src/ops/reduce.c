@@ -8,6 +8,29 @@
 
 #define TRY(expr) TPUC_RETURN_IF_ERROR(expr)
 
+/* A reduction body for max/min that keeps NaN (XLA's max/min reduction
+ * on the CPU skips it; PyTorch's amax/amin propagate it). */
+static tpuc_status* minmax_body(op_ctx* c, tpuc_dtype dt, bool max,
+                                tpuc_hlo_fn** out) {
+  tpuc_hlo_binary_op bop = max ? TPUC_HLO_MAX : TPUC_HLO_MIN;
+  if (!tpuc_dtype_is_float(dt))
+    return tpuc_hlo_region_binary(c->module, dt, bop, out);
+  tpuc_hlo_type two[2] = {tpuc_hlo_type_scalar(dt), tpuc_hlo_type_scalar(dt)};
+  tpuc_hlo_fn* b = NULL;
+  TRY(tpuc_hlo_region_create(c->module, two, 2, &b));
+  tpuc_hlo_value x, y, m, xn, yn;
+  TRY(tpuc_hlo_get_arg(b, 0, &x));
+  TRY(tpuc_hlo_get_arg(b, 1, &y));
+  TRY(tpuc_hlo_binary(b, bop, x, y, &m));
+  TRY(tpuc_hlo_compare(b, TPUC_HLO_NE, x, x, &xn));
+  TRY(tpuc_hlo_select(b, xn, x, m, &m));
+  TRY(tpuc_hlo_compare(b, TPUC_HLO_NE, y, y, &yn));
+  TRY(tpuc_hlo_select(b, yn, y, m, &m));
+  TRY(tpuc_hlo_return(b, &m, 1));
+  *out = b;
+  return NULL;
+}
+
 static tpuc_status* reduce_dims(const op_ctx* c, int has_dims, bool* reduce,
                                 int64_t* count) {
   int rank = c->types[0].rank;
@@ -123,10 +146,10 @@ tpuc_status* op_lower_reduce(op_ctx* c, int param) {
   tpuc_hlo_value init, r;
   TRY(init_value(c, op, acc, &init));
   tpuc_hlo_fn* body = NULL;
-  tpuc_hlo_binary_op bop = op == OP_REDUCE_MAX   ? TPUC_HLO_MAX
-                           : op == OP_REDUCE_MIN ? TPUC_HLO_MIN
-                                                 : TPUC_HLO_ADD;
-  TRY(tpuc_hlo_region_binary(c->module, acc, bop, &body));
+  if (op == OP_REDUCE_MAX || op == OP_REDUCE_MIN)
+    TRY(minmax_body(c, acc, op == OP_REDUCE_MAX, &body));
+  else
+    TRY(tpuc_hlo_region_binary(c->module, acc, TPUC_HLO_ADD, &body));
   TRY(tpuc_hlo_reduce(c->fn, &x, &init, 1, dims, nd, body, &r));
   if (op == OP_REDUCE_MEAN) {
     tpuc_hlo_type rt;

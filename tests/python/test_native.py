@@ -174,3 +174,14 @@ def test_softmax_log_softmax(dtype):
         check_native(lambda a: torch.log_softmax(a, 0), x)
     check_native(lambda a: torch.softmax(a.t(), 1), x)
     check_native(lambda a: torch.softmax(a, 1, dtype=torch.float32), x)
+
+
+def test_nan_handling_matches_cpu():
+    import tpuc
+    x = torch.tensor([[float("nan"), -2.0, 3.0], [1.0, 2.0, 3.0]])
+    d = x.to("tpu")
+    tpuc.fallback_reset()
+    for fn in (torch.sign, lambda t: torch.amax(t, 1), lambda t: torch.amin(t, 1),
+               lambda t: t.amax(), lambda t: t.amin()):
+        torch.testing.assert_close(fn(d).cpu(), fn(x), equal_nan=True)
+    assert not tpuc.fallback_report()
