@@ -335,6 +335,27 @@ convolution_backward_overrideable(
   return {back(std::get<0>(r)), back(std::get<1>(r)), back(std::get<2>(r))};
 }
 
+// native_batch_norm updates running_mean/running_var in place although its
+// schema does not mark them as written, so a boxed CPU fallback would not
+// copy them back. It runs as _native_batch_norm_legit instead, whose schema
+// does (natively where the op table has it, else through the fallback).
+std::tuple<at::Tensor, at::Tensor, at::Tensor> native_batch_norm(
+    const at::Tensor& input, const std::optional<at::Tensor>& weight,
+    const std::optional<at::Tensor>& bias,
+    const std::optional<at::Tensor>& running_mean,
+    const std::optional<at::Tensor>& running_var, bool training,
+    double momentum, double eps) {
+  bool stats = running_mean.has_value() && running_mean->defined() &&
+               running_var.has_value() && running_var->defined();
+  if (stats) {
+    at::Tensor rm = *running_mean, rv = *running_var;
+    return at::_native_batch_norm_legit(input, weight, bias, rm, rv, training,
+                                        momentum, eps);
+  }
+  return at::_native_batch_norm_legit(input, weight, bias, training, momentum,
+                                      eps);
+}
+
 // Lets `module.to("tpu")` (and `param.data = tpu_tensor`) change a CPU
 // tensor into a tpu one in place, as CUDA does: Module._apply then keeps the
 // Parameter objects, so tied weights stay tied.
@@ -372,6 +393,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("set_.source_Storage", set_storage);
   m.impl("set_.source_Storage_storage_offset", set_storage_offset);
   m.impl("set_", set_empty);
+  m.impl("native_batch_norm", native_batch_norm);
   m.impl("convolution_overrideable", convolution_overrideable);
   m.impl("convolution_backward_overrideable",
          convolution_backward_overrideable);

@@ -266,10 +266,24 @@ void native_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     if (ok)
       ok = marshal(v, schema_args[i].real_type(), &args[i], &device, &keep);
   }
-  if (ok && !written.empty() &&
-      (written.size() != schema.returns().size() ||
-       written.size() > TPUC_OP_MAX_RESULTS))
-    ok = false;
+  // Written arguments are the op's returns (add_, add.out: results 0..),
+  // or, for ops that also mutate arguments they do not return
+  // (_native_batch_norm_legit's running stats), extra results after the
+  // returns, written in place.
+  size_t nreturns = schema.returns().size();
+  bool returns_alias = nreturns > 0;
+  for (const auto& r : schema.returns())
+    returns_alias &= r.alias_info() != nullptr;
+  size_t base = 0;
+  if (ok && !written.empty()) {
+    if (returns_alias) {
+      ok = written.size() == nreturns;
+    } else {
+      base = nreturns;
+      for (size_t i : written) ok &= !is_out[i];
+    }
+    ok &= base + written.size() <= TPUC_OP_MAX_RESULTS;
+  }
   if (ok && !device && !written.empty())
     device = (*stack)[stack->size() - nargs + written[0]].toTensor().device();
   if (!ok || !device) return cpu_fallback_kernel(op, stack);
@@ -301,7 +315,7 @@ void native_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     }
   }
   for (size_t k = 0; k < written.size(); k++)
-    if (!is_out[written[k]]) opts.write_to[k] = &args[written[k]].view;
+    if (!is_out[written[k]]) opts.write_to[base + k] = &args[written[k]].view;
   if (tpuc_op_is_random(index)) {
     // The op's generator (a tpu one; marshal refused others), or the
     // device's default.
@@ -330,10 +344,10 @@ void native_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       for (size_t k = 0; k < nres; k++) tpuc_buffer_release(results[k].value);
     check(sync);
   }
-  if (!written.empty() && nres != written.size()) {
+  if (!written.empty() && nres != base + written.size()) {
     for (size_t k = 0; k < nres; k++) tpuc_buffer_release(results[k].value);
     TORCH_CHECK(false, op.schema().name(), ": ", nres, " results for ",
-                written.size(), " outputs");
+                base + written.size(), " outputs");
   }
   torch::jit::drop(*stack, nargs);
   for (size_t k = 0; k < nres; k++) {
@@ -342,11 +356,11 @@ void native_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       torch::jit::push(*stack, at::Tensor());
       continue;
     }
-    if (written.empty()) {
+    if (written.empty() || k < base) {
       torch::jit::push(*stack, wrap_result(&results[k], *device));
       continue;
     }
-    at::Tensor& t = targets[k];
+    at::Tensor& t = targets[k - base];
     if (results[k].written) {
       tpuc_status* set = tpuc_storage_set_value(storage_of(t), results[k].value);
       tpuc_buffer_release(results[k].value);
@@ -366,7 +380,7 @@ void native_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
         throw;
       }
     }
-    torch::jit::push(*stack, t);
+    if (base == 0) torch::jit::push(*stack, t);
   }
 }
 

@@ -63,7 +63,7 @@ typedef struct tpuc_op_arg {
   const char* str; /* STRING (valid during the call) */
 } tpuc_op_arg;
 
-#define TPUC_OP_MAX_RESULTS 4
+#define TPUC_OP_MAX_RESULTS 8
 
 typedef struct tpuc_op_result {
   tpuc_dtype dtype;
