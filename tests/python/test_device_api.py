@@ -89,3 +89,32 @@ def test_launch_blocking_mode_runs_the_same():
                          text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[8.0, 12.0, 16.0]"
+
+
+def test_torch_compile_backend_tpu():
+    assert "tpu" in torch._dynamo.list_backends()
+    torch.manual_seed(0)
+    lin = torch.nn.Sequential(torch.nn.Linear(6, 5), torch.nn.GELU(), torch.nn.Linear(5, 3))
+    dev = lin.to("tpu")
+    compiled = torch.compile(dev, backend="tpu")
+    x = torch.randn(4, 6, device="tpu", requires_grad=True)
+    y = compiled(x)
+    assert y.is_tpu
+    torch.testing.assert_close(y.cpu(), dev(x).cpu())
+    y.pow(2).sum().backward()
+    assert x.grad is not None and x.grad.is_tpu
+
+
+def test_static_cache_generate_compiles_with_the_tpu_backend():
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    cfg = transformers.LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64,
+                                   num_hidden_layers=1, num_attention_heads=4,
+                                   num_key_value_heads=2, max_position_embeddings=32)
+    model = transformers.LlamaForCausalLM(cfg).eval()
+    ids = torch.randint(0, 64, (1, 5))
+    ref = model.generate(ids, max_new_tokens=3, do_sample=False, pad_token_id=0)
+    dev = model.to("tpu")
+    out = dev.generate(ids.to("tpu"), max_new_tokens=3, do_sample=False, pad_token_id=0,
+                       cache_implementation="static")
+    assert torch.equal(out.cpu(), ref)
