@@ -9,6 +9,7 @@
 #include <ATen/native/Resize.h>
 #include <torch/library.h>
 
+#include <deque>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -24,17 +25,23 @@ void draw_rng(const at::Generator& gen, uint64_t out[2]);
 
 namespace {
 
+// The op table index of `op`, remembered per operator (by the address of
+// its schema, which lives as long as the registration).
 int table_index(const c10::OperatorHandle& op) {
   static std::mutex mu;
-  static std::unordered_map<std::string, int> cache;
+  static std::unordered_map<const void*, int> cache;
+  const void* key = &op.schema();
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = cache.find(key);
+    if (it != cache.end()) return it->second;
+  }
   const auto& name = op.schema().operator_name();
   std::string full = name.name;
   if (!name.overload_name.empty()) full += "." + name.overload_name;
-  std::lock_guard<std::mutex> lock(mu);
-  auto it = cache.find(full);
-  if (it != cache.end()) return it->second;
   int i = tpuc_op_find(full.c_str());
-  cache.emplace(full, i);
+  std::lock_guard<std::mutex> lock(mu);
+  cache.emplace(key, i);
   return i;
 }
 
@@ -43,10 +50,11 @@ int table_index(const c10::OperatorHandle& op) {
 // declares as such are static arguments of the op; numbers declared as
 // Scalar (and CPU 0-d tensors) are values. `lists` keeps int lists alive.
 // Storage for what marshalled arguments point at during one call.
+// (deques: what earlier arguments point at never moves.)
 struct Marshalled {
-  std::vector<std::vector<int64_t>> lists;
-  std::vector<std::vector<tpuc_view>> views;
-  std::vector<std::string> strings;
+  std::deque<std::vector<int64_t>> lists;
+  std::deque<std::vector<tpuc_view>> views;
+  std::deque<std::string> strings;
 };
 
 // A tpu tensor as a view; false when the native path cannot take it (lazy
@@ -240,9 +248,6 @@ void native_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   size_t nargs = schema_args.size();
   std::vector<tpuc_op_arg> args(nargs);
   Marshalled keep;
-  keep.lists.reserve(nargs);
-  keep.views.reserve(nargs);
-  keep.strings.reserve(nargs);
   std::optional<c10::Device> device;
   // Arguments the op writes: an in-place self is read and written in the
   // op's program; an out= tensor only receives the result.

@@ -57,6 +57,8 @@ typedef struct op_entry {
 } op_entry;
 
 const op_entry* ops_entry(size_t i);
+/* Entry i is in op_table_random (its calls take a generator state). */
+bool ops_entry_is_random(size_t i);
 
 /* The op table is the concatenation of one table per source file; each
  * ends with an entry whose name is NULL. */

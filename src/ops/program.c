@@ -339,11 +339,7 @@ const char* tpuc_op_table_name(size_t i) {
 }
 
 bool tpuc_op_is_random(int index) {
-  const op_entry* e = index >= 0 ? ops_entry((size_t)index) : NULL;
-  if (e == NULL) return false;
-  for (const op_entry* r = op_table_random; r->name != NULL; r++)
-    if (r == e) return true;
-  return false;
+  return index >= 0 && ops_entry_is_random((size_t)index);
 }
 
 int tpuc_op_find(const char* name) {

@@ -1,5 +1,8 @@
 /* The native op table: ATen schema names and their lowerings. Every entry
  * gets the binding's generic boxed kernel. */
+#include <pthread.h>
+#include <stdlib.h>
+
 #include "ops/ops_internal.h"
 
 const op_entry op_table_core[] = {
@@ -202,11 +205,35 @@ static const op_entry* const kTables[] = {op_table_core, op_table_index,
                                           op_table_nn, op_table_math,
                                           op_table_random};
 
-const op_entry* ops_entry(size_t i) {
+/* The tables flattened into one array of entries, built once: lookups by
+ * index are O(1) on every op call. */
+static const op_entry** g_flat = NULL;
+static size_t g_flat_len = 0;
+static size_t g_random_lo = 0, g_random_hi = 0; /* op_table_random's range */
+static pthread_once_t g_flat_once = PTHREAD_ONCE_INIT;
+
+static void flatten(void) {
+  size_t n = 0;
+  for (size_t t = 0; t < sizeof kTables / sizeof kTables[0]; t++)
+    for (const op_entry* e = kTables[t]; e->name != NULL; e++) n++;
+  const op_entry** flat = malloc((n ? n : 1) * sizeof *flat);
+  if (flat == NULL) return; /* ops_entry then finds nothing: all on CPU */
+  size_t i = 0;
   for (size_t t = 0; t < sizeof kTables / sizeof kTables[0]; t++) {
-    const op_entry* e = kTables[t];
-    for (; e->name != NULL; e++, i--)
-      if (i == 0) return e;
+    if (kTables[t] == op_table_random) g_random_lo = i;
+    for (const op_entry* e = kTables[t]; e->name != NULL; e++) flat[i++] = e;
+    if (kTables[t] == op_table_random) g_random_hi = i;
   }
-  return NULL;
+  g_flat = flat;
+  g_flat_len = n;
+}
+
+const op_entry* ops_entry(size_t i) {
+  pthread_once(&g_flat_once, flatten);
+  return i < g_flat_len ? g_flat[i] : NULL;
+}
+
+bool ops_entry_is_random(size_t i) {
+  pthread_once(&g_flat_once, flatten);
+  return i >= g_random_lo && i < g_random_hi;
 }
