@@ -289,10 +289,33 @@ void note_fallback(const std::string& name) {
                "makes them raise.");
 }
 
+// A tpu generator reaches this backend through its dispatch key even when
+// every tensor of the call is on the CPU: refuse it as PyTorch refuses a
+// CUDA generator for CPU tensors.
+void check_generator_device(const c10::OperatorHandle& op,
+                            const torch::jit::Stack& stack) {
+  size_t nargs = op.schema().arguments().size();
+  bool tpu_gen = false, tpu_tensor = false;
+  for (size_t i = stack.size() - nargs; i < stack.size(); i++) {
+    const c10::IValue& v = stack[i];
+    if (v.isGenerator() && v.toGenerator().device().is_privateuseone())
+      tpu_gen = true;
+    if (v.isTensor() && v.toTensor().defined() &&
+        v.toTensor().is_privateuseone())
+      tpu_tensor = true;
+    if (v.isTensorList())
+      for (const at::Tensor& t : v.toTensorVector())
+        tpu_tensor |= t.defined() && t.is_privateuseone();
+  }
+  TORCH_CHECK(!tpu_gen || tpu_tensor,
+              "Expected a 'cpu' device type for generator but found 'tpu'");
+}
+
 void fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const auto& name = op.schema().operator_name();
   std::string full = name.name;
   if (!name.overload_name.empty()) full += "." + name.overload_name;
+  check_generator_device(op, *stack);
   check_same_device(op, *stack, full);
   note_fallback(full);
   use_cpu_generators(op, stack);
