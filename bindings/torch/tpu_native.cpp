@@ -241,8 +241,55 @@ void write_out(tpuc_op_result* r, at::Tensor& out, c10::Device device) {
   out.copy_(tmp);
 }
 
+// Boolean (and uint8) masks among an indexing op's indices mean "the
+// positions where the mask is true": like PyTorch's own index kernels, they
+// become long index tensors (one per masked dim, from nonzero, itself a
+// native two-phase op) before the op runs.
+void expand_mask_indices(const c10::OperatorHandle& op,
+                         torch::jit::Stack* stack) {
+  const auto& name = op.schema().operator_name().name;
+  if (name != "aten::index" && name != "aten::index_put" &&
+      name != "aten::index_put_" && name != "aten::_index_put_impl_")
+    return;
+  size_t nargs = op.schema().arguments().size();
+  c10::IValue& v = (*stack)[stack->size() - nargs + 1];
+  if (!v.isOptionalTensorList()) return;
+  auto list = v.toOptionalTensorList();
+  bool any = false;
+  for (std::optional<at::Tensor> t : list)
+    any |= t.has_value() && t->defined() && t->is_privateuseone() &&
+           (t->scalar_type() == at::kBool || t->scalar_type() == at::kByte);
+  if (!any) return;
+  const at::Tensor& self = (*stack)[stack->size() - nargs].toTensor();
+  c10::List<std::optional<at::Tensor>> expanded;
+  int64_t pos = 0;  // the dim of self this index entry starts at
+  for (std::optional<at::Tensor> t : list) {
+    if (!(t.has_value() && t->defined() && t->is_privateuseone() &&
+          (t->scalar_type() == at::kBool || t->scalar_type() == at::kByte))) {
+      expanded.push_back(t);
+      pos++;
+      continue;
+    }
+    at::Tensor mask = t->scalar_type() == at::kByte ? t->to(at::kBool) : *t;
+    for (int64_t j = 0; j < mask.dim(); j++) {
+      TORCH_CHECK_INDEX(pos + j < self.dim(), "too many indices for tensor of "
+                        "dimension ", self.dim());
+      TORCH_CHECK_INDEX(mask.size(j) == self.size(pos + j), "The shape of the "
+                        "mask ", mask.sizes(), " at index ", j,
+                        " does not match the shape of the indexed tensor ",
+                        self.sizes(), " at index ", pos + j);
+    }
+    pos += mask.dim();
+    at::Tensor nz = at::nonzero(mask);
+    for (int64_t d = 0; d < mask.dim(); d++)
+      expanded.push_back(std::optional<at::Tensor>(nz.select(1, d)));
+  }
+  v = c10::IValue(expanded);
+}
+
 void native_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   int index = table_index(op);
+  expand_mask_indices(op, stack);
   const auto& schema = op.schema();
   const auto& schema_args = schema.arguments();
   size_t nargs = schema_args.size();

@@ -6,6 +6,8 @@
 
 #define OP_MAX_ARGS 16
 #define OP_MAX_OUTS TPUC_OP_MAX_RESULTS
+/* Sizes a dynamic-shape op's first phase may compute. */
+#define OP_MAX_DYN 4
 /* Tensors in all Tensor[] arguments of one call, together. */
 #define OP_MAX_LIST 64
 
@@ -25,6 +27,11 @@ typedef struct op_ctx {
   tpuc_hlo_value* list_vals[OP_MAX_ARGS];
   tpuc_hlo_type* list_types[OP_MAX_ARGS];
   size_t list_len[OP_MAX_ARGS];
+  /* Dynamic-shape ops (op_table_dynamic) run twice: phase 1 returns their
+   * result sizes as rank-0 s64 values, phase 2 gets them in dyn[]. Other
+   * ops run phase 0. */
+  int phase;
+  int64_t dyn[OP_MAX_DYN];
   /* Random ops: the rng state u64[2] (seed, counter), else -1. */
   bool random;
   tpuc_hlo_value rng;
@@ -59,6 +66,8 @@ typedef struct op_entry {
 const op_entry* ops_entry(size_t i);
 /* Entry i is in op_table_random (its calls take a generator state). */
 bool ops_entry_is_random(size_t i);
+/* Entry i is in op_table_dynamic (it runs in two phases). */
+bool ops_entry_is_dynamic(size_t i);
 
 /* The op table is the concatenation of one table per source file; each
  * ends with an entry whose name is NULL. */
@@ -67,6 +76,7 @@ extern const op_entry op_table_index[]; /* index.c: indexing, shapes, fill */
 extern const op_entry op_table_nn[];    /* nn.c: norms, activations, conv */
 extern const op_entry op_table_math[];  /* math.c: more math, scans, sort */
 extern const op_entry op_table_random[]; /* random.c: device RNG */
+extern const op_entry op_table_dynamic[]; /* dynamic.c: data-dependent shapes */
 
 /* ---- helpers for lowerings ---- */
 

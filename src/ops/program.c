@@ -755,24 +755,18 @@ static tpuc_status* build_program(tpuc_client* client, const op_entry* e,
   return st;
 }
 
-tpuc_status* tpuc_op_run(tpuc_client* client, int device, int index,
-                         const tpuc_op_arg* args, size_t num_args,
-                         const tpuc_op_options* options,
-                         tpuc_op_result* results, size_t max_results,
-                         size_t* num_results) {
-  if (client == NULL || args == NULL || results == NULL ||
-      num_results == NULL || options == NULL)
-    return tpuc_status_make(TPUC_INVALID_ARGUMENT,
-                            "NULL argument to tpuc_op_run");
-  *num_results = 0;
-  const op_entry* e = index >= 0 ? ops_entry((size_t)index) : NULL;
-  if (e == NULL)
-    return tpuc_status_make(TPUC_INVALID_ARGUMENT, "no op %d in the table",
-                            index);
-  if (num_args > OP_MAX_ARGS)
-    return unimpl("too many arguments for the native path");
+/* One program of a call: phase 0 for ordinary ops; dynamic-shape ops run
+ * phase 1 (their sizes) and then phase 2 with those sizes in `dyn`. */
+static tpuc_status* run_phase(tpuc_client* client, int device, int index,
+                              const op_entry* e, const tpuc_op_arg* args,
+                              size_t num_args, const tpuc_op_options* options,
+                              int phase, const int64_t* dyn,
+                              tpuc_op_result* results, size_t max_results,
+                              size_t* num_results) {
   keybuf key;
   make_key(index, args, num_args, options, &key);
+  key_put(&key, &phase, sizeof phase);
+  if (phase == 2) key_put(&key, dyn, sizeof(int64_t) * OP_MAX_DYN);
   tpuc_fingerprint zero = {0, 0};
   tpuc_fingerprint fp = tpuc_fingerprint_bytes(zero, key.buf, key.len);
   prog_entry hit;
@@ -796,6 +790,8 @@ tpuc_status* tpuc_op_run(tpuc_client* client, int device, int index,
     c.nargs = num_args;
     c.opts = options;
     c.random = tpuc_op_is_random(index);
+    c.phase = phase;
+    if (phase == 2) memcpy(c.dyn, dyn, sizeof c.dyn);
     tpuc_status* st = build_program(client, e, &c, &exe, out_types);
     if (st != NULL) return tpuc_status_annotate(st, "%s", e->name);
     nouts = c.nouts;
@@ -869,6 +865,48 @@ tpuc_status* tpuc_op_run(tpuc_client* client, int device, int index,
   }
   *num_results = nouts;
   return NULL;
+}
+
+tpuc_status* tpuc_op_run(tpuc_client* client, int device, int index,
+                         const tpuc_op_arg* args, size_t num_args,
+                         const tpuc_op_options* options,
+                         tpuc_op_result* results, size_t max_results,
+                         size_t* num_results) {
+  if (client == NULL || args == NULL || results == NULL ||
+      num_results == NULL || options == NULL)
+    return tpuc_status_make(TPUC_INVALID_ARGUMENT,
+                            "NULL argument to tpuc_op_run");
+  *num_results = 0;
+  const op_entry* e = index >= 0 ? ops_entry((size_t)index) : NULL;
+  if (e == NULL)
+    return tpuc_status_make(TPUC_INVALID_ARGUMENT, "no op %d in the table",
+                            index);
+  if (num_args > OP_MAX_ARGS)
+    return unimpl("too many arguments for the native path");
+  if (!ops_entry_is_dynamic((size_t)index))
+    return run_phase(client, device, index, e, args, num_args, options, 0,
+                     NULL, results, max_results, num_results);
+  /* Data-dependent shapes (nonzero, masked_select, unique): phase 1
+   * computes the sizes as rank-0 integers, which the host waits for;
+   * phase 2 builds the results with those sizes (part of its key). */
+  tpuc_op_options sizing = *options;
+  memset(sizing.write_to, 0, sizeof sizing.write_to);
+  tpuc_op_result sizes[OP_MAX_DYN];
+  size_t nsizes = 0;
+  TRY(run_phase(client, device, index, e, args, num_args, &sizing, 1, NULL,
+                sizes, OP_MAX_DYN, &nsizes));
+  int64_t dyn[OP_MAX_DYN] = {0};
+  tpuc_status* st = NULL;
+  for (size_t k = 0; k < nsizes; k++) {
+    if (st == NULL && (sizes[k].rank != 0 || sizes[k].dtype != TPUC_DTYPE_S64))
+      st = tpuc_status_make(TPUC_INTERNAL, "%s: sizes must be rank-0 s64",
+                            e->name);
+    if (st == NULL) st = tpuc_buffer_to_host(sizes[k].value, &dyn[k], 8);
+    tpuc_buffer_release(sizes[k].value);
+  }
+  if (st != NULL) return tpuc_status_annotate(st, "%s", e->name);
+  return run_phase(client, device, index, e, args, num_args, options, 2, dyn,
+                   results, max_results, num_results);
 }
 
 /* ------------------------------ device copy ----------------------------- */

@@ -203,13 +203,15 @@ const op_entry op_table_core[] = {
 
 static const op_entry* const kTables[] = {op_table_core, op_table_index,
                                           op_table_nn, op_table_math,
-                                          op_table_random};
+                                          op_table_random, op_table_dynamic};
 
 /* The tables flattened into one array of entries, built once: lookups by
  * index are O(1) on every op call. */
 static const op_entry** g_flat = NULL;
 static size_t g_flat_len = 0;
-static size_t g_random_lo = 0, g_random_hi = 0; /* op_table_random's range */
+/* The flat index ranges of op_table_random and op_table_dynamic. */
+static size_t g_random_lo = 0, g_random_hi = 0;
+static size_t g_dynamic_lo = 0, g_dynamic_hi = 0;
 static pthread_once_t g_flat_once = PTHREAD_ONCE_INIT;
 
 static void flatten(void) {
@@ -221,8 +223,10 @@ static void flatten(void) {
   size_t i = 0;
   for (size_t t = 0; t < sizeof kTables / sizeof kTables[0]; t++) {
     if (kTables[t] == op_table_random) g_random_lo = i;
+    if (kTables[t] == op_table_dynamic) g_dynamic_lo = i;
     for (const op_entry* e = kTables[t]; e->name != NULL; e++) flat[i++] = e;
     if (kTables[t] == op_table_random) g_random_hi = i;
+    if (kTables[t] == op_table_dynamic) g_dynamic_hi = i;
   }
   g_flat = flat;
   g_flat_len = n;
@@ -236,4 +240,9 @@ const op_entry* ops_entry(size_t i) {
 bool ops_entry_is_random(size_t i) {
   pthread_once(&g_flat_once, flatten);
   return i >= g_random_lo && i < g_random_hi;
+}
+
+bool ops_entry_is_dynamic(size_t i) {
+  pthread_once(&g_flat_once, flatten);
+  return i >= g_dynamic_lo && i < g_dynamic_hi;
 }
