@@ -436,9 +436,119 @@ void native_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   }
 }
 
+// torch.optim's fused=True Adam/AdamW: one tpuc::adam_step program per
+// parameter, writing the parameter, its moments (and max moment, and the
+// unscaled gradient when there is a grad_scale) in place.
+void fused_adam_kernel(const c10::OperatorHandle& op,
+                       torch::jit::Stack* stack) {
+  static const int step_index = tpuc_op_find("tpuc::adam_step");
+  size_t nargs = op.schema().arguments().size();
+  size_t base = stack->size() - nargs;
+  auto list = [&](size_t i) { return (*stack)[base + i].toTensorVector(); };
+  std::vector<at::Tensor> params = list(0), grads = list(1), m1 = list(2),
+                          m2 = list(3), vmax = list(4), steps = list(5);
+  const c10::IValue& lr = (*stack)[base + 6];
+  bool amsgrad = (*stack)[base + 11].toBool();
+  bool maximize = (*stack)[base + 12].toBool();
+  const c10::IValue& grad_scale = (*stack)[base + 13];
+  const c10::IValue& found_inf = (*stack)[base + 14];
+  bool adamw = op.schema().operator_name().name == "aten::_fused_adamw_";
+  auto on_tpu = [](const at::Tensor& t) {
+    return t.is_privateuseone() && !t.is_conj() && !t.is_neg();
+  };
+  bool ok = step_index >= 0 && params.size() == grads.size() &&
+            params.size() == m1.size() && params.size() == m2.size() &&
+            params.size() == steps.size() &&
+            (!amsgrad || vmax.size() == params.size());
+  for (size_t i = 0; ok && i < params.size(); i++) {
+    ok = on_tpu(params[i]) && on_tpu(grads[i]) && on_tpu(m1[i]) &&
+         on_tpu(m2[i]) && on_tpu(steps[i]) && steps[i].dim() == 0 &&
+         params[i].device() == params[0].device() &&
+         (!amsgrad || on_tpu(vmax[i]));
+  }
+  auto opt_tensor = [&](const c10::IValue& v) {
+    return v.isTensor() && v.toTensor().defined();
+  };
+  if (ok && opt_tensor(grad_scale)) ok = on_tpu(grad_scale.toTensor());
+  if (ok && opt_tensor(found_inf)) ok = on_tpu(found_inf.toTensor());
+  if (ok && lr.isTensor()) ok = on_tpu(lr.toTensor()) || lr.toTensor().is_cpu();
+  if (!ok || params.empty()) return cpu_fallback_kernel(op, stack);
+  c10::DeviceGuard guard(params[0].device());
+  auto scalar = [](double f) {
+    tpuc_op_arg a{};
+    a.kind = TPUC_OP_ARG_SCALAR;
+    a.scalar = TPUC_SCALAR_FLOAT;
+    a.f = f;
+    return a;
+  };
+  auto tensor = [](const at::Tensor& t) {
+    tpuc_op_arg a{};
+    a.kind = TPUC_OP_ARG_TENSOR;
+    a.view = view_of(t);
+    return a;
+  };
+  auto flag = [](bool b) {
+    tpuc_op_arg a{};
+    a.kind = TPUC_OP_ARG_BOOL;
+    a.i = b;
+    return a;
+  };
+  for (size_t i = 0; i < params.size(); i++) {
+    tpuc_op_arg args[16] = {};
+    args[0] = tensor(params[i]);
+    args[1] = tensor(grads[i]);
+    args[2] = tensor(m1[i]);
+    args[3] = tensor(m2[i]);
+    if (amsgrad) args[4] = tensor(vmax[i]);
+    args[5] = tensor(steps[i]);
+    if (lr.isTensor() && lr.toTensor().is_privateuseone())
+      args[6] = tensor(lr.toTensor());
+    else
+      args[6] = scalar(lr.isTensor() ? lr.toTensor().item<double>()
+                                     : lr.toDouble());
+    for (int k = 7; k <= 10; k++) args[k] = scalar((*stack)[base + k].toDouble());
+    args[11] = flag(amsgrad);
+    args[12] = flag(maximize);
+    if (opt_tensor(grad_scale)) args[13] = tensor(grad_scale.toTensor());
+    if (opt_tensor(found_inf)) args[14] = tensor(found_inf.toTensor());
+    args[15] = flag(adamw);
+    tpuc_op_options opts{};
+    opts.default_float = TPUC_DTYPE_F32;
+    std::vector<at::Tensor> targets = {params[i], m1[i], m2[i]};
+    if (amsgrad) targets.push_back(vmax[i]);
+    if (opt_tensor(grad_scale)) targets.push_back(grads[i]);
+    for (size_t k = 0; k < targets.size(); k++)
+      opts.write_to[k] = &args[k == 0 ? 0 : k == 1 ? 2 : k == 2 ? 3
+                                     : (amsgrad && k == 3) ? 4 : 1].view;
+    tpuc_op_result results[TPUC_OP_MAX_RESULTS];
+    size_t nres = 0;
+    tpuc_status* st =
+        tpuc_op_run(client(), params[i].device().index(), step_index, args, 16,
+                    &opts, results, TPUC_OP_MAX_RESULTS, &nres);
+    if (st != nullptr && i == 0 && tpuc_status_code(st) == TPUC_UNIMPLEMENTED) {
+      tpuc_status_free(st);  // nothing written yet: the CPU does it all
+      return cpu_fallback_kernel(op, stack);
+    }
+    check(st);
+    tpuc_status* set = nullptr;
+    for (size_t k = 0; k < nres; k++) {
+      if (set == nullptr && k < targets.size())
+        set = tpuc_storage_set_value(storage_of(targets[k]), results[k].value);
+      tpuc_buffer_release(results[k].value);
+    }
+    check(set);
+  }
+  torch::jit::drop(*stack, nargs);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  for (const char* name : {"_fused_adam_", "_fused_adamw_",
+                           "_fused_adam_.tensor_lr",
+                           "_fused_adamw_.tensor_lr"})
+    m.impl(name,
+           torch::CppFunction::makeFromBoxedFunction<&fused_adam_kernel>());
   for (size_t i = 0; i < tpuc_op_table_size(); i++) {
     std::string name = tpuc_op_table_name(i);
     if (name.rfind("aten::", 0) != 0) continue;  // internal to tpuc

@@ -1458,6 +1458,10 @@ static tpuc_status* lower_sort(op_ctx* c, int which) {
                 dt == TPUC_DTYPE_F16 || dt == TPUC_DTYPE_BF16;
   if (narrow && !stable)
     return op_unimpl("ties in a narrow dtype: the CPU's order");
+  /* topk of integers: ties are common, and the CPU's partial sort orders
+   * them its own way. */
+  if (which == SO_TOPK && !tpuc_dtype_is_float(dt))
+    return op_unimpl("integer topk: the CPU's order of ties");
   int64_t dim = 0;
   TRY(op_wrap_dim(in.rank, dim_arg, &dim));
   em ee = em_of(c), *e = &ee;

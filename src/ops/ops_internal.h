@@ -132,6 +132,7 @@ tpuc_status* op_lower_softmax(op_ctx* c, int log);
 tpuc_status* op_lower_copy(op_ctx* c, int param); /* tpuc::copy */
 tpuc_status* op_lower_fill(op_ctx* c, int param); /* fill_, zero_ */
 tpuc_status* op_lower_dropout_backward(op_ctx* c, int param);
+tpuc_status* op_lower_adam_step(op_ctx* c, int param); /* optim.c */
 
 /* op_lower_reduce: which reduction, and whether argument 1 is a dim list. */
 #define OP_REDUCE_SUM 1

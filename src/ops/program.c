@@ -469,10 +469,29 @@ static void on_client_destroy(tpuc_client* client, void* user) {
   tpuc_op_cache_clear(client);
 }
 
+/* The most per-call programs remembered; past it the table starts over
+ * (a forgotten program comes back from the compile cache's disk tier in
+ * about a millisecond), so the memory it holds stays bounded. */
+#define OP_PROGRAM_CACHE_MAX 8192
+
 static void prog_insert(tpuc_client* client, const keybuf* k,
                         tpuc_fingerprint fp, tpuc_executable* exe, size_t nouts,
                         const tpuc_hlo_type* types, const op_ctx* c) {
   pthread_mutex_lock(&g_prog_mu);
+  if (g_progs_count >= OP_PROGRAM_CACHE_MAX) {
+    prog_entry* old = g_progs;
+    size_t cap = g_progs_cap;
+    g_progs = NULL;
+    g_progs_cap = g_progs_count = 0;
+    pthread_mutex_unlock(&g_prog_mu);
+    for (size_t i = 0; i < cap; i++) {
+      if (old[i].key == NULL) continue;
+      tpuc_executable_release(old[i].exe);
+      free(old[i].key);
+    }
+    free(old);
+    pthread_mutex_lock(&g_prog_mu);
+  }
   if ((g_progs_count + 1) * 2 > g_progs_cap) {
     size_t cap = g_progs_cap ? g_progs_cap * 2 : 256;
     prog_entry* grown = calloc(cap, sizeof *grown);

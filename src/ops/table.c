@@ -196,8 +196,10 @@ const op_entry op_table_core[] = {
     {"aten::fill.Tensor", op_lower_fill, 0},
     {"aten::zero_", op_lower_fill, 1},
     {"aten::native_dropout_backward", op_lower_dropout_backward, 0},
-    /* Internal (not registered with PyTorch): tpuc_op_copy. */
+    /* Internal (not registered with PyTorch): tpuc_op_copy, and the
+     * per-parameter step of the fused optimizers (tpu_kernels.cpp). */
     {"tpuc::copy", op_lower_copy, 0},
+    {"tpuc::adam_step", op_lower_adam_step, 0},
     {NULL, NULL, 0},
 };
 

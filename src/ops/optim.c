@@ -1,0 +1,137 @@
+/* Fused optimizer steps (torch.optim's fused=True): one program per
+ * parameter updates the parameter and its state in place. The binding
+ * walks the tensor lists of _fused_adam_ / _fused_adamw_ and calls
+ * tpuc::adam_step for each parameter. */
+#include "ops/ops_internal.h"
+
+#define TRY(expr) TPUC_RETURN_IF_ERROR(expr)
+
+typedef struct {
+  op_ctx* c;
+  tpuc_status* st;
+  tpuc_hlo_type shape; /* the parameter's shape, compute dtype */
+} em;
+
+static tpuc_hlo_value bin(em* e, tpuc_hlo_binary_op op, tpuc_hlo_value a,
+                          tpuc_hlo_value b) {
+  tpuc_hlo_value out = -1;
+  if (e->st == NULL) e->st = tpuc_hlo_binary(e->c->fn, op, a, b, &out);
+  return out;
+}
+
+static tpuc_hlo_value un(em* e, tpuc_hlo_unary_op op, tpuc_hlo_value a) {
+  tpuc_hlo_value out = -1;
+  if (e->st == NULL) e->st = tpuc_hlo_unary(e->c->fn, op, a, &out);
+  return out;
+}
+
+/* Argument i as a value of the compute dtype broadcast to the parameter's
+ * shape (a tensor of that shape, or a scalar / 0-d tensor). */
+static tpuc_hlo_value arg(em* e, int i) {
+  tpuc_hlo_value out = -1;
+  if (e->st != NULL) return out;
+  if (op_is_tensor(e->c, i) && e->c->types[i].rank > 0)
+    e->st = op_operand(e->c, i, e->shape.dtype, &e->shape, &out);
+  else
+    e->st = op_scalar(e->c, i, e->shape.dtype, &e->shape, &out);
+  return out;
+}
+
+static tpuc_hlo_value cst(em* e, double v) {
+  tpuc_hlo_value out = -1;
+  if (e->st == NULL) e->st = op_const(e->c, e->shape.dtype, v, &e->shape, &out);
+  return out;
+}
+
+/* adam_step(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq?, step, lr,
+ *           beta1, beta2, weight_decay, eps, amsgrad, maximize,
+ *           grad_scale?, found_inf?, adamw)
+ * -> param, exp_avg, exp_avg_sq [, max_exp_avg_sq] [, grad]: PyTorch's
+ * Adam / AdamW update with the step already counted, the gradient
+ * unscaled by grad_scale (and written back, as the fused kernels do), and
+ * nothing changed where found_inf is set. */
+tpuc_status* op_lower_adam_step(op_ctx* c, int param) {
+  (void)param;
+  for (int i = 0; i < 4; i++)
+    if (!op_is_tensor(c, i)) return op_unimpl("unexpected arguments");
+  int64_t amsgrad = 0, maximize = 0, adamw = 0;
+  TRY(op_int_arg(c, 11, 0, &amsgrad));
+  TRY(op_int_arg(c, 12, 0, &maximize));
+  TRY(op_int_arg(c, 15, 0, &adamw));
+  if (amsgrad && !op_is_tensor(c, 4)) return op_unimpl("amsgrad without state");
+  tpuc_dtype dt = c->types[0].dtype;
+  if (!tpuc_dtype_is_float(dt)) return op_unimpl("non-float parameter");
+  for (int i = 1; i < 4 + (int)amsgrad; i++)
+    if (c->types[i].rank != c->types[0].rank) return op_unimpl("shapes");
+  em e = {c, NULL, c->types[0]};
+  e.shape.dtype = op_accumulation_dtype(dt);
+  tpuc_hlo_value p = arg(&e, 0), g = arg(&e, 1), m = arg(&e, 2),
+                 v = arg(&e, 3);
+  tpuc_hlo_value step = arg(&e, 5), lr = arg(&e, 6), b1 = arg(&e, 7),
+                 b2 = arg(&e, 8), wd = arg(&e, 9), eps = arg(&e, 10);
+  tpuc_hlo_value one = cst(&e, 1.0);
+  bool scaled = op_is_tensor(c, 13);
+  if (scaled) g = bin(&e, TPUC_HLO_DIV, g, arg(&e, 13));
+  tpuc_hlo_value g_used = maximize ? un(&e, TPUC_HLO_NEG, g) : g;
+  if (adamw) {
+    /* decoupled decay: p *= 1 - lr * wd */
+    p = bin(&e, TPUC_HLO_MUL, p,
+            bin(&e, TPUC_HLO_SUB, one, bin(&e, TPUC_HLO_MUL, lr, wd)));
+  } else {
+    g_used = bin(&e, TPUC_HLO_ADD, g_used, bin(&e, TPUC_HLO_MUL, wd, p));
+  }
+  /* m += (1 - b1) (g - m); v = b2 v + (1 - b2) g^2 */
+  tpuc_hlo_value m2 =
+      bin(&e, TPUC_HLO_ADD, m,
+          bin(&e, TPUC_HLO_MUL, bin(&e, TPUC_HLO_SUB, one, b1),
+              bin(&e, TPUC_HLO_SUB, g_used, m)));
+  tpuc_hlo_value v2 =
+      bin(&e, TPUC_HLO_ADD, bin(&e, TPUC_HLO_MUL, b2, v),
+          bin(&e, TPUC_HLO_MUL, bin(&e, TPUC_HLO_SUB, one, b2),
+              bin(&e, TPUC_HLO_MUL, g_used, g_used)));
+  tpuc_hlo_value bc1 =
+      bin(&e, TPUC_HLO_SUB, one, bin(&e, TPUC_HLO_POW, b1, step));
+  tpuc_hlo_value bc2 =
+      bin(&e, TPUC_HLO_SUB, one, bin(&e, TPUC_HLO_POW, b2, step));
+  tpuc_hlo_value step_size = bin(&e, TPUC_HLO_DIV, lr, bc1);
+  tpuc_hlo_value bc2_sqrt = un(&e, TPUC_HLO_SQRT, bc2);
+  tpuc_hlo_value vmax = v2, vmax_new = -1;
+  if (amsgrad) {
+    vmax_new = bin(&e, TPUC_HLO_MAX, arg(&e, 4), v2);
+    vmax = vmax_new;
+  }
+  tpuc_hlo_value denom =
+      bin(&e, TPUC_HLO_ADD,
+          bin(&e, TPUC_HLO_DIV, un(&e, TPUC_HLO_SQRT, vmax), bc2_sqrt), eps);
+  tpuc_hlo_value p2 =
+      bin(&e, TPUC_HLO_SUB, p,
+          bin(&e, TPUC_HLO_MUL, step_size, bin(&e, TPUC_HLO_DIV, m2, denom)));
+  TRY(e.st);
+  tpuc_hlo_value news[5] = {p2, m2, v2, vmax_new, g};
+  tpuc_hlo_value olds[5] = {-1, -1, -1, -1, -1};
+  int srcs[5] = {0, 2, 3, 4, 1};
+  size_t n = 3;
+  if (amsgrad) n++;
+  if (scaled) {
+    news[n] = g;
+    srcs[n] = 1;
+    n++;
+  }
+  if (op_is_tensor(c, 14)) {
+    /* found_inf set: keep every tensor as it was. */
+    tpuc_hlo_value inf, zero, skip;
+    TRY(op_scalar(c, 14, e.shape.dtype, &e.shape, &inf));
+    TRY(op_const(c, e.shape.dtype, 0.0, &e.shape, &zero));
+    TRY(tpuc_hlo_compare(c->fn, TPUC_HLO_NE, inf, zero, &skip));
+    for (size_t k = 0; k < n; k++) {
+      tpuc_hlo_value old;
+      TRY(op_operand(c, srcs[k], e.shape.dtype, &e.shape, &old));
+      olds[k] = old;
+      TRY(tpuc_hlo_select(c->fn, skip, olds[k], news[k], &news[k]));
+    }
+  }
+  c->nouts = n;
+  for (size_t k = 0; k < n; k++)
+    TRY(tpuc_hlo_convert(c->fn, news[k], c->types[srcs[k]].dtype, &c->outs[k]));
+  return NULL;
+}
