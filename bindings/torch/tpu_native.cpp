@@ -408,6 +408,24 @@ void native_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       torch::jit::push(*stack, at::Tensor());
       continue;
     }
+    if (k < nreturns &&
+        schema.returns()[k].type()->kind() == c10::TypeKind::BoolType) {
+      // A bool result (equal): the host waits for the value.
+      uint8_t b = 0;
+      tpuc_status* rd = results[k].rank == 0 && results[k].dtype == TPUC_DTYPE_PRED
+                            ? tpuc_buffer_to_host(results[k].value, &b, 1)
+                            : tpuc_status_make(TPUC_INTERNAL,
+                                               "a bool result must be rank-0 "
+                                               "pred");
+      tpuc_buffer_release(results[k].value);
+      results[k].value = nullptr;
+      if (rd != nullptr)
+        for (size_t j = k + 1; j < nres; j++)
+          tpuc_buffer_release(results[j].value);
+      check(rd);
+      torch::jit::push(*stack, c10::IValue(b != 0));
+      continue;
+    }
     if (written.empty() || k < base) {
       torch::jit::push(*stack, wrap_result(&results[k], *device));
       continue;

@@ -77,6 +77,7 @@ extern const op_entry op_table_nn[];    /* nn.c: norms, activations, conv */
 extern const op_entry op_table_math[];  /* math.c: more math, scans, sort */
 extern const op_entry op_table_random[]; /* random.c: device RNG */
 extern const op_entry op_table_dynamic[]; /* dynamic.c: data-dependent shapes */
+extern const op_entry op_table_special[]; /* special.c: special functions */
 
 /* ---- helpers for lowerings ---- */
 

@@ -203,9 +203,9 @@ const op_entry op_table_core[] = {
     {NULL, NULL, 0},
 };
 
-static const op_entry* const kTables[] = {op_table_core, op_table_index,
-                                          op_table_nn, op_table_math,
-                                          op_table_random, op_table_dynamic};
+static const op_entry* const kTables[] = {
+    op_table_core,   op_table_index,   op_table_nn,     op_table_math,
+    op_table_special, op_table_random, op_table_dynamic};
 
 /* The tables flattened into one array of entries, built once: lookups by
  * index are O(1) on every op call. */
