@@ -1,5 +1,6 @@
 /* Native ops through tpuc_op_run (no PyTorch): promotion, broadcasting,
- * strided views read inside the program, scalars as arguments, errors. */
+ * strided views read inside the program, scalars as arguments, in-place
+ * writes through views, device copies, two-phase and random ops, errors. */
 #include "tpuc_test.h"
 
 static tpuc_storage* f32_storage(const float* v, size_t n) {
@@ -143,7 +144,152 @@ static void test_errors_and_unimplemented(void) {
   tpuc_storage_release(s);
 }
 
+static void read_f32(tpuc_storage* s, float* out, size_t n) {
+  TPUC_CHECK_OK(tpuc_storage_read(s, 0, n * sizeof(float), out));
+}
+
+static void test_inplace_write_through_views(void) {
+  /* x = [[0..3],[4..7],[8..11]]; x[:, 1] *= 10 writes a strided column,
+   * x[1:] += 1 a contiguous range at an offset; both inside the op's own
+   * program, in the storage's new value. */
+  float v[12];
+  for (int i = 0; i < 12; i++) v[i] = (float)i;
+  tpuc_storage* s = f32_storage(v, 12);
+  int64_t col_sz[1] = {3}, col_st[1] = {4};
+  tpuc_op_arg args[2];
+  args[0] = tensor_arg(s, TPUC_DTYPE_F32, 1, col_sz, col_st, 1);
+  memset(&args[1], 0, sizeof args[1]);
+  args[1].kind = TPUC_OP_ARG_SCALAR;
+  args[1].scalar = TPUC_SCALAR_INT;
+  args[1].i = 10;
+  tpuc_op_options o = kOpts;
+  o.write_to[0] = &args[0].view;
+  tpuc_op_result r[1];
+  size_t n = 0;
+  TPUC_CHECK_OK(tpuc_op_run(tpuc_test_client(), 0,
+                            tpuc_op_find("aten::mul_.Scalar"), args, 2, &o, r,
+                            1, &n));
+  TPUC_CHECK(n == 1 && r[0].written);
+  TPUC_CHECK_OK(tpuc_storage_set_value(s, r[0].value));
+  tpuc_buffer_release(r[0].value);
+  int64_t rows_sz[2] = {2, 4}, rows_st[2] = {4, 1};
+  args[0] = tensor_arg(s, TPUC_DTYPE_F32, 2, rows_sz, rows_st, 4);
+  args[1].i = 1;
+  o.write_to[0] = &args[0].view;
+  TPUC_CHECK_OK(tpuc_op_run(tpuc_test_client(), 0,
+                            tpuc_op_find("aten::add_.Scalar"), args, 2, &o, r,
+                            1, &n));
+  TPUC_CHECK_OK(tpuc_storage_set_value(s, r[0].value));
+  tpuc_buffer_release(r[0].value);
+  float got[12];
+  read_f32(s, got, 12);
+  const float want[12] = {0, 10, 2, 3, 5, 51, 7, 8, 9, 91, 11, 12};
+  TPUC_CHECK(memcmp(got, want, sizeof want) == 0);
+  /* A float result into an int view is refused, as PyTorch does. */
+  tpuc_storage* si = NULL;
+  int32_t iv[3] = {1, 2, 3};
+  TPUC_CHECK_OK(tpuc_storage_create(tpuc_test_client(), 0, sizeof iv, &si));
+  TPUC_CHECK_OK(tpuc_storage_write(si, 0, sizeof iv, iv));
+  int64_t three[1] = {3}, one[1] = {1};
+  args[0] = tensor_arg(si, TPUC_DTYPE_S32, 1, three, one, 0);
+  args[1].scalar = TPUC_SCALAR_FLOAT;
+  args[1].f = 1.5;
+  o.write_to[0] = &args[0].view;
+  TPUC_CHECK_ERROR(tpuc_op_run(tpuc_test_client(), 0,
+                               tpuc_op_find("aten::add_.Scalar"), args, 2, &o,
+                               r, 1, &n),
+                   TPUC_INVALID_ARGUMENT, "can't be cast");
+  tpuc_storage_release(si);
+  tpuc_storage_release(s);
+}
+
+static void test_device_copy_casts_and_broadcasts(void) {
+  /* dst (int32 [2,3], transposed view of a [3,2] storage) <- src f32 [3]
+   * broadcast: truncation toward zero through int64, as the CPU does. */
+  const float v[3] = {1.7f, -2.5f, 3.2f};
+  tpuc_storage* src = f32_storage(v, 3);
+  tpuc_storage* dst = NULL;
+  TPUC_CHECK_OK(tpuc_storage_create(tpuc_test_client(), 0, 6 * 4, &dst));
+  tpuc_view sv = {src, TPUC_DTYPE_F32, 1, {3}, {1}, 0};
+  tpuc_view dv = {dst, TPUC_DTYPE_S32, 2, {2, 3}, {1, 2}, 0};
+  TPUC_CHECK_OK(tpuc_op_copy(tpuc_test_client(), &dv, &sv));
+  int32_t got[6];
+  TPUC_CHECK_OK(tpuc_storage_read(dst, 0, sizeof got, got));
+  /* storage [3,2] row-major: element (r, c) of dst is got[c*2 + r] */
+  const int32_t want[6] = {1, 1, -2, -2, 3, 3};
+  TPUC_CHECK(memcmp(got, want, sizeof want) == 0);
+  TPUC_CHECK(!tpuc_can_cast(TPUC_DTYPE_F32, TPUC_DTYPE_S64));
+  TPUC_CHECK(tpuc_can_cast(TPUC_DTYPE_S64, TPUC_DTYPE_F16));
+  TPUC_CHECK(!tpuc_can_cast(TPUC_DTYPE_S32, TPUC_DTYPE_PRED));
+  tpuc_storage_release(src);
+  tpuc_storage_release(dst);
+}
+
+static void test_two_phase_nonzero(void) {
+  const float v[6] = {0, 1, 0, 2, 3, 0};
+  tpuc_storage* s = f32_storage(v, 6);
+  int64_t sz[2] = {2, 3}, st[2] = {3, 1};
+  tpuc_op_arg a = tensor_arg(s, TPUC_DTYPE_F32, 2, sz, st, 0);
+  tpuc_op_result r[1];
+  size_t n = 0;
+  TPUC_CHECK_OK(tpuc_op_run(tpuc_test_client(), 0,
+                            tpuc_op_find("aten::nonzero"), &a, 1, &kOpts, r, 1,
+                            &n));
+  TPUC_CHECK(n == 1 && r[0].dtype == TPUC_DTYPE_S64 && r[0].rank == 2);
+  TPUC_CHECK(r[0].sizes[0] == 3 && r[0].sizes[1] == 2);
+  int64_t got[6];
+  TPUC_CHECK_OK(tpuc_buffer_to_host(r[0].value, got, sizeof got));
+  tpuc_buffer_release(r[0].value);
+  const int64_t want[6] = {0, 1, 1, 0, 1, 1};
+  TPUC_CHECK(memcmp(got, want, sizeof want) == 0);
+  tpuc_storage_release(s);
+}
+
+static void test_random_ops_follow_the_state(void) {
+  /* uniform_ with the same (seed, counter) gives the same numbers; another
+   * counter gives others; all in [0, 1). */
+  tpuc_storage* s = NULL;
+  TPUC_CHECK_OK(tpuc_storage_create(tpuc_test_client(), 0, 64 * 4, &s));
+  int64_t sz[1] = {64}, st[1] = {1};
+  tpuc_op_arg a = tensor_arg(s, TPUC_DTYPE_F32, 1, sz, st, 0);
+  int idx = tpuc_op_find("aten::uniform_");
+  TPUC_CHECK(tpuc_op_is_random(idx));
+  TPUC_CHECK(!tpuc_op_is_random(tpuc_op_find("aten::add.Tensor")));
+  float first[64], again[64], other[64];
+  float* outs[3] = {first, again, other};
+  const uint64_t counters[3] = {7, 7, 8};
+  for (int k = 0; k < 3; k++) {
+    tpuc_op_options o = kOpts;
+    o.rng[0] = 42;
+    o.rng[1] = counters[k] << 32;
+    tpuc_op_result r[1];
+    size_t n = 0;
+    TPUC_CHECK_OK(tpuc_op_run(tpuc_test_client(), 0, idx, &a, 1, &o, r, 1, &n));
+    TPUC_CHECK_OK(tpuc_buffer_to_host(r[0].value, outs[k], 64 * 4));
+    tpuc_buffer_release(r[0].value);
+  }
+  TPUC_CHECK(memcmp(first, again, sizeof first) == 0);
+  TPUC_CHECK(memcmp(first, other, sizeof first) != 0);
+  for (int i = 0; i < 64; i++) TPUC_CHECK(first[i] >= 0.0f && first[i] < 1.0f);
+  tpuc_storage_release(s);
+}
+
+static void test_client_marks(void) {
+  uint64_t mark = 0;
+  bool done = false;
+  TPUC_CHECK_OK(tpuc_client_mark(tpuc_test_client(), &mark));
+  TPUC_CHECK_OK(tpuc_client_synchronize(tpuc_test_client()));
+  TPUC_CHECK_OK(tpuc_client_mark_done(tpuc_test_client(), mark, &done));
+  TPUC_CHECK(done);
+  TPUC_CHECK_ERROR(tpuc_client_mark(NULL, &mark), TPUC_INVALID_ARGUMENT, NULL);
+}
+
 TPUC_TEST_MAIN(TPUC_TEST(test_promote_types),
+               TPUC_TEST(test_inplace_write_through_views),
+               TPUC_TEST(test_device_copy_casts_and_broadcasts),
+               TPUC_TEST(test_two_phase_nonzero),
+               TPUC_TEST(test_random_ops_follow_the_state),
+               TPUC_TEST(test_client_marks),
                TPUC_TEST(test_add_views_broadcast_alpha),
                TPUC_TEST(test_int_true_division_and_compare),
                TPUC_TEST(test_errors_and_unimplemented))
