@@ -19,7 +19,8 @@ tpuc_status* op_lower_binary(op_ctx* c, int param) {
   tpuc_dtype dt;
   TRY(op_result_type(c, which, 2, &dt));
   tpuc_dtype compute = dt;
-  if ((param & OP_BINARY_TRUE_DIV) && !tpuc_dtype_is_float(dt))
+  if ((param & OP_BINARY_TRUE_DIV) && !tpuc_dtype_is_float(dt) &&
+      !tpuc_dtype_is_complex(dt))
     compute = c->opts->default_float;
   if ((param & OP_BINARY_INT_ONLY) &&
       (tpuc_dtype_is_float(dt) || tpuc_dtype_is_complex(dt)))
@@ -71,7 +72,8 @@ tpuc_status* op_lower_unary(op_ctx* c, int param) {
   if (c->nargs < 1 || c->args[0].kind != TPUC_OP_ARG_TENSOR)
     return tpuc_status_make(TPUC_UNIMPLEMENTED, "unexpected arguments");
   tpuc_dtype dt = c->types[0].dtype;
-  if ((param & OP_UNARY_FLOAT) && !tpuc_dtype_is_float(dt))
+  if ((param & OP_UNARY_FLOAT) && !tpuc_dtype_is_float(dt) &&
+      !tpuc_dtype_is_complex(dt))
     dt = c->opts->default_float;
   tpuc_hlo_type shape = c->types[0];
   shape.dtype = dt;

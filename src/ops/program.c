@@ -31,6 +31,11 @@ static bool row_major(const tpuc_view* v) {
   return true;
 }
 
+/* The real type of a complex dtype's components. */
+static tpuc_dtype component_dtype(tpuc_dtype d) {
+  return d == TPUC_DTYPE_C128 ? TPUC_DTYPE_F64 : TPUC_DTYPE_F32;
+}
+
 /* The storage (a u8[nbytes] value) as a flat array of v's dtype. */
 static tpuc_status* storage_elements(tpuc_hlo_fn* fn, const tpuc_view* v,
                                      tpuc_hlo_value storage,
@@ -39,11 +44,24 @@ static tpuc_status* storage_elements(tpuc_hlo_fn* fn, const tpuc_view* v,
   size_t nbytes = tpuc_storage_nbytes(v->storage);
   if (nbytes % es != 0)
     return unimpl("storage size is not a multiple of the element size");
-  if (tpuc_dtype_is_complex(v->dtype))
-    return unimpl("complex tensors run on the CPU");
   int64_t n = (int64_t)(nbytes / es);
   *count = n;
   tpuc_hlo_value flat = storage;
+  if (tpuc_dtype_is_complex(v->dtype)) {
+    /* Bytes -> (real, imaginary) component pairs -> complex (HLO has no
+     * bitcast to complex). */
+    tpuc_dtype comp = component_dtype(v->dtype);
+    int64_t shape[3] = {n, 2, (int64_t)es / 2};
+    tpuc_hlo_value r, pairs, re, im;
+    TRY(tpuc_hlo_reshape(fn, storage, shape, 3, &r));
+    TRY(tpuc_hlo_bitcast_convert(fn, r, comp, &pairs));
+    int64_t s0[2] = {0, 0}, l0[2] = {n, 1}, s1[2] = {0, 1}, l1[2] = {n, 2};
+    TRY(tpuc_hlo_slice(fn, pairs, s0, l0, NULL, &re));
+    TRY(tpuc_hlo_slice(fn, pairs, s1, l1, NULL, &im));
+    TRY(tpuc_hlo_reshape(fn, re, &n, 1, &re));
+    TRY(tpuc_hlo_reshape(fn, im, &n, 1, &im));
+    return tpuc_hlo_binary(fn, TPUC_HLO_COMPLEX, re, im, out);
+  }
   if (v->dtype == TPUC_DTYPE_PRED) {
     uint8_t zero = 0;
     tpuc_hlo_type t = tpuc_hlo_type_make(TPUC_DTYPE_U8, &n, 1);
@@ -123,6 +141,19 @@ static tpuc_status* to_bytes(tpuc_hlo_fn* fn, tpuc_hlo_value x,
   if (t->dtype == TPUC_DTYPE_U8) {
     *out = flat;
     return NULL;
+  }
+  if (tpuc_dtype_is_complex(t->dtype)) {
+    /* complex -> (real, imaginary) pairs -> bytes */
+    tpuc_hlo_value re, im, parts[2], pairs, b;
+    int64_t col[2] = {n, 1};
+    TRY(tpuc_hlo_unary(fn, TPUC_HLO_REAL, flat, &re));
+    TRY(tpuc_hlo_unary(fn, TPUC_HLO_IMAG, flat, &im));
+    TRY(tpuc_hlo_reshape(fn, re, col, 2, &parts[0]));
+    TRY(tpuc_hlo_reshape(fn, im, col, 2, &parts[1]));
+    TRY(tpuc_hlo_concatenate(fn, parts, 2, 1, &pairs));
+    TRY(tpuc_hlo_bitcast_convert(fn, pairs, TPUC_DTYPE_U8, &b));
+    int64_t total = n * (int64_t)es;
+    return tpuc_hlo_reshape(fn, b, &total, 1, out);
   }
   tpuc_hlo_value b;
   TRY(tpuc_hlo_bitcast_convert(fn, flat, TPUC_DTYPE_U8, &b));
@@ -668,10 +699,51 @@ static tpuc_status* declare_arg(op_ctx* c, size_t i) {
   return NULL;
 }
 
+/* Ops whose lowerings are written for complex tensors too (reviewed one
+ * by one); any other op with a complex tensor runs on the CPU. */
+static bool complex_ok(const char* name) {
+  static const char* const kBases[] = {
+      "add",    "add_",   "sub",      "sub_",  "mul",       "mul_",
+      "div",    "div_",   "neg",      "neg_",  "exp",       "exp_",
+      "log",    "log_",   "sqrt",     "sqrt_", "tanh",      "tanh_",
+      "sin",    "sin_",   "cos",      "cos_",  "where",     "sum",
+      "mean",   "mm",     "bmm",      "fill",  "fill_",     "zero_",
+      "cat",    "flip",   "roll",     "tril",  "tril_",     "triu",
+      "triu_",  "repeat", "eq",       "ne",    "reciprocal", "reciprocal_",
+      "copy",   "index_select", "gather", "constant_pad_nd"};
+  const char* base = strstr(name, "::");
+  base = base ? base + 2 : name;
+  size_t len = strcspn(base, ".");
+  for (size_t i = 0; i < sizeof kBases / sizeof kBases[0]; i++)
+    if (strlen(kBases[i]) == len && strncmp(kBases[i], base, len) == 0)
+      return true;
+  return false;
+}
+
+static bool view_complex(const tpuc_view* v) {
+  return v != NULL && v->storage != NULL && tpuc_dtype_is_complex(v->dtype);
+}
+
+/* True when the call holds a complex tensor (argument or write target). */
+static bool call_has_complex(const op_ctx* c) {
+  for (size_t i = 0; i < c->nargs; i++) {
+    const tpuc_op_arg* a = &c->args[i];
+    if (a->kind == TPUC_OP_ARG_TENSOR && view_complex(&a->view)) return true;
+    if (a->kind == TPUC_OP_ARG_TENSOR_LIST)
+      for (size_t k = 0; k < a->num_views; k++)
+        if (view_complex(&a->views[k])) return true;
+  }
+  for (size_t k = 0; k < OP_MAX_OUTS; k++)
+    if (view_complex(c->opts->write_to[k])) return true;
+  return false;
+}
+
 /* Builds, prints and compiles the program of one call. */
 static tpuc_status* build_program(tpuc_client* client, const op_entry* e,
                                   op_ctx* c, tpuc_executable** exe,
                                   tpuc_hlo_type* out_types) {
+  if (call_has_complex(c) && !complex_ok(e->name))
+    return unimpl("complex tensors run on the CPU for this op");
   tpuc_hlo_module* m = NULL;
   TRY(tpuc_hlo_module_create("tpuc_op", &m));
   c->module = m;
@@ -717,7 +789,8 @@ static tpuc_status* build_program(tpuc_client* client, const op_entry* e,
       continue;
     }
     st = tpuc_hlo_value_type(c->fn, c->outs[k], &out_types[k]);
-    if (st == NULL && tpuc_dtype_is_complex(out_types[k].dtype)) {
+    if (st == NULL && tpuc_dtype_is_complex(out_types[k].dtype) &&
+        !complex_ok(e->name)) {
       st = unimpl("complex results run on the CPU");
       break;
     }
@@ -966,8 +1039,8 @@ tpuc_status* tpuc_op_copy(tpuc_client* client, const tpuc_view* dst,
   TRY(tpuc_view_check(dst));
   TRY(tpuc_view_check(src));
   if (numel(dst->sizes, dst->rank) == 0) return NULL;
-  if (tpuc_dtype_is_complex(dst->dtype) || tpuc_dtype_is_complex(src->dtype))
-    return unimpl("complex copies take the host path");
+  if (tpuc_dtype_is_complex(src->dtype) && !tpuc_dtype_is_complex(dst->dtype))
+    return unimpl("complex to real copies take the host path");
   static int index = -2;
   if (index == -2) index = tpuc_op_find("tpuc::copy");
   tpuc_op_arg args[3];

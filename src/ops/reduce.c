@@ -89,8 +89,10 @@ tpuc_status* op_lower_reduce(op_ctx* c, int param) {
   if (c->nargs < 1 || c->args[0].kind != TPUC_OP_ARG_TENSOR)
     return tpuc_status_make(TPUC_UNIMPLEMENTED, "unexpected arguments");
   const tpuc_hlo_type in = c->types[0];
-  if (tpuc_dtype_is_complex(in.dtype))
-    return tpuc_status_make(TPUC_UNIMPLEMENTED, "complex reductions: CPU");
+  /* Complex tensors sum and average like reals; they have no max/min. */
+  if (tpuc_dtype_is_complex(in.dtype) &&
+      (op == OP_REDUCE_MAX || op == OP_REDUCE_MIN))
+    return tpuc_status_make(TPUC_UNIMPLEMENTED, "complex amax/amin: CPU");
   /* Optional dtype argument: last for sum/mean. */
   tpuc_dtype want = TPUC_DTYPE_INVALID;
   const tpuc_op_arg* last = &c->args[c->nargs - 1];
@@ -104,19 +106,22 @@ tpuc_status* op_lower_reduce(op_ctx* c, int param) {
     result = in.dtype;
   } else if (want != TPUC_DTYPE_INVALID) {
     result = want;
-  } else if (op == OP_REDUCE_SUM && !tpuc_dtype_is_float(in.dtype)) {
+  } else if (op == OP_REDUCE_SUM && !tpuc_dtype_is_float(in.dtype) &&
+             !tpuc_dtype_is_complex(in.dtype)) {
     result = TPUC_DTYPE_S64;
   } else {
     result = in.dtype;
   }
-  if (op == OP_REDUCE_MEAN && !tpuc_dtype_is_float(result))
+  if (op == OP_REDUCE_MEAN && !tpuc_dtype_is_float(result) &&
+      !tpuc_dtype_is_complex(result))
     return tpuc_status_make(
         TPUC_INVALID_ARGUMENT,
         "mean(): could not infer output dtype. Input dtype must be either a "
         "floating point or complex dtype. Got: %s",
         tpuc_dtype_mlir_name(result));
-  if (tpuc_dtype_is_complex(result))
-    return tpuc_status_make(TPUC_UNIMPLEMENTED, "complex reductions: CPU");
+  if (tpuc_dtype_is_complex(result) != tpuc_dtype_is_complex(in.dtype))
+    return tpuc_status_make(TPUC_UNIMPLEMENTED,
+                            "complex <-> real reductions: CPU");
   bool reduce[TPUC_MAX_RANK];
   int64_t count = 1;
   TRY(reduce_dims(c, has_dims, reduce, &count));

@@ -146,3 +146,24 @@ def test_scalars_do_not_recompile():
     if before is not None:
         after = torch.tpu.compile_cache_stats()
         assert after["misses"] == before["misses"] + 1  # only mul_'s first call
+
+
+def test_complex_tensors_run_natively(native_only):
+    torch.manual_seed(0)
+    a = torch.randn(4, 3, dtype=torch.complex64)
+    b = torch.randn(4, 3, dtype=torch.complex64)
+    da, db = a.to("tpu"), b.to("tpu")
+    for fn in (torch.add, torch.mul, torch.div, torch.sub):
+        torch.testing.assert_close(fn(da, db).cpu(), fn(a, b))
+    for fn in (torch.exp, torch.sqrt, torch.tanh, torch.neg, torch.reciprocal):
+        torch.testing.assert_close(fn(da).cpu(), fn(a))
+    torch.testing.assert_close(da.sum(0).cpu(), a.sum(0))
+    torch.testing.assert_close(torch.cat([da, db.t().t()]).cpu(), torch.cat([a, b]))
+    c = da.clone()
+    c[:, 1].mul_(db[:, 2])
+    a2 = a.clone()
+    a2[:, 1].mul_(b[:, 2])
+    torch.testing.assert_close(c.cpu(), a2)
+    w = torch.zeros(2, 3, dtype=torch.complex128, device="tpu")
+    w.copy_(torch.tensor([0.0, 1.0, 2.0]).to("tpu"))
+    assert w.cpu().tolist() == [[0j, 1 + 0j, 2 + 0j]] * 2

@@ -135,9 +135,11 @@ def test_unsupported_cases_fall_back_correctly():
     i = torch.arange(4, device="tpu")
     with pytest.raises(RuntimeError, match="alpha"):
         torch.add(i, i, alpha=0.5)
+    # Complex tensors run natively only for the ops reviewed for them;
+    # others (abs, here) run on the CPU.
     c = torch.randn(3, dtype=torch.complex64)
-    torch.testing.assert_close((c.tpu() * 2).cpu(), c * 2)
-    assert "aten::mul.Tensor" in tpuc.fallback_report()
+    torch.testing.assert_close(c.tpu().abs().cpu(), c.abs())
+    assert "aten::abs" in tpuc.fallback_report()
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int32, torch.bool], ids=str)
