@@ -21,7 +21,7 @@ tpuc_status* op_lower_matmul(op_ctx* c, int batched) {
         "%s: expected m1 and m2 to have the same dtype, but "
         "got: %s != %s",
         name, tpuc_dtype_mlir_name(a->dtype), tpuc_dtype_mlir_name(b->dtype));
-  if (a->dtype == TPUC_DTYPE_PRED || tpuc_dtype_is_complex(a->dtype))
+  if (a->dtype == TPUC_DTYPE_PRED)
     return tpuc_status_make(TPUC_UNIMPLEMENTED,
                             "%s of this dtype runs on the CPU", name);
   int k = rank - 1;
@@ -40,7 +40,8 @@ tpuc_status* op_lower_matmul(op_ctx* c, int batched) {
                           &rc,
                           1,
                           TPUC_DTYPE_INVALID,
-                          a->dtype == TPUC_DTYPE_F32
+                          (a->dtype == TPUC_DTYPE_F32 ||
+                           a->dtype == TPUC_DTYPE_C64)
                               ? c->opts->matmul_precision
                               : TPUC_HLO_PRECISION_DEFAULT};
   c->nouts = 1;
