@@ -562,7 +562,10 @@ static void prog_insert(tpuc_client* client, const keybuf* k,
   pthread_mutex_unlock(&g_prog_mu);
 }
 
+static void scalar_cache_clear(tpuc_client* client);
+
 void tpuc_op_cache_clear(tpuc_client* client) {
+  scalar_cache_clear(client);
   /* Move the surviving entries into a fresh table under the lock; release
    * the removed ones after it. */
   pthread_mutex_lock(&g_prog_mu);
@@ -630,6 +633,84 @@ static void release_inputs(run_inputs* r) {
   r->nin = 0;
 }
 
+/* Scalar arguments as device buffers, remembered by (client, device,
+ * kind, bits): buffers are immutable, so `x * 0.5` on every step reuses one
+ * instead of a host-to-device transfer per call. A small direct-mapped
+ * table; a collision just replaces the entry. */
+#define SCALAR_CACHE_SIZE 64
+
+static void on_client_destroy(tpuc_client* client, void* user);
+
+typedef struct {
+  tpuc_client* client;
+  int device;
+  bool is_float;
+  uint64_t bits;
+  tpuc_buffer* buffer;
+} scalar_entry;
+
+static pthread_mutex_t g_scalar_mu = PTHREAD_MUTEX_INITIALIZER;
+static scalar_entry g_scalars[SCALAR_CACHE_SIZE];
+
+static tpuc_status* scalar_buffer(tpuc_client* client, int device,
+                                  bool is_float, const void* value,
+                                  tpuc_buffer** out) {
+  uint64_t bits = 0;
+  memcpy(&bits, value, 8);
+  size_t slot = (size_t)((bits * 0x9E3779B97F4A7C15ULL) >> 58) ^
+                (size_t)(is_float ? 1 : 0) ^ (size_t)device;
+  slot %= SCALAR_CACHE_SIZE;
+  pthread_mutex_lock(&g_scalar_mu);
+  scalar_entry* e = &g_scalars[slot];
+  if (e->buffer != NULL && e->client == client && e->device == device &&
+      e->is_float == is_float && e->bits == bits) {
+    tpuc_buffer_retain(e->buffer);
+    *out = e->buffer;
+    pthread_mutex_unlock(&g_scalar_mu);
+    return NULL;
+  }
+  pthread_mutex_unlock(&g_scalar_mu);
+  tpuc_buffer* b = NULL;
+  TRY(tpuc_buffer_from_host(client, device,
+                            is_float ? TPUC_DTYPE_F64 : TPUC_DTYPE_S64, NULL,
+                            0, value, NULL, &b));
+  /* Remember it only if the cache will hear of the client's destruction. */
+  tpuc_status* reg = tpuc_client_on_destroy(client, on_client_destroy, NULL);
+  if (reg != NULL) {
+    tpuc_status_free(reg);
+    *out = b;
+    return NULL;
+  }
+  tpuc_buffer* old = NULL;
+  pthread_mutex_lock(&g_scalar_mu);
+  old = e->buffer;
+  e->client = client;
+  e->device = device;
+  e->is_float = is_float;
+  e->bits = bits;
+  e->buffer = b;
+  tpuc_buffer_retain(b);
+  pthread_mutex_unlock(&g_scalar_mu);
+  if (old != NULL) tpuc_buffer_release(old);
+  *out = b;
+  return NULL;
+}
+
+/* Forgets the scalar buffers of `client` (all when NULL). */
+static void scalar_cache_clear(tpuc_client* client) {
+  tpuc_buffer* gone[SCALAR_CACHE_SIZE];
+  size_t n = 0;
+  pthread_mutex_lock(&g_scalar_mu);
+  for (size_t i = 0; i < SCALAR_CACHE_SIZE; i++) {
+    scalar_entry* e = &g_scalars[i];
+    if (e->buffer == NULL || (client != NULL && e->client != client)) continue;
+    gone[n++] = e->buffer;
+    memset(e, 0, sizeof *e);
+  }
+  pthread_mutex_unlock(&g_scalar_mu);
+  for (size_t i = 0; i < n; i++) tpuc_buffer_release(gone[i]);
+}
+
 /* The buffers the program takes for argument `a`: its storage's value, or
  * the scalar as a rank-0 f64/i64 buffer. */
 static tpuc_status* collect_input(const tpuc_op_arg* a, size_t i,
@@ -643,10 +724,9 @@ static tpuc_status* collect_input(const tpuc_op_arg* a, size_t i,
         TRY(collect_view(&a->views[e], i, device, r));
   } else if (a->kind == TPUC_OP_ARG_SCALAR) {
     bool is_float = a->scalar == TPUC_SCALAR_FLOAT;
-    TRY(tpuc_buffer_from_host(
-        client, device, is_float ? TPUC_DTYPE_F64 : TPUC_DTYPE_S64, NULL, 0,
-        is_float ? (const void*)&a->f : (const void*)&a->i, NULL,
-        &r->in[r->nin]));
+    TRY(scalar_buffer(client, device, is_float,
+                      is_float ? (const void*)&a->f : (const void*)&a->i,
+                      &r->in[r->nin]));
     r->nin++;
   }
   return NULL;
