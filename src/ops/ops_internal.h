@@ -78,6 +78,7 @@ extern const op_entry op_table_math[];  /* math.c: more math, scans, sort */
 extern const op_entry op_table_random[]; /* random.c: device RNG */
 extern const op_entry op_table_dynamic[]; /* dynamic.c: data-dependent shapes */
 extern const op_entry op_table_special[]; /* special.c: special functions */
+extern const op_entry op_table_fft[];     /* fft.c: FFTs */
 
 /* ---- helpers for lowerings ---- */
 
