@@ -3,6 +3,7 @@
  * f32 and round once at the end; Scalar arguments are program values
  * converted to the compute dtype, as the kernels' `to<opmath_t>()`). */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ops/ops_internal.h"
@@ -657,16 +658,13 @@ static tpuc_status* lower_layer_norm(op_ctx* c, int param) {
   return e.st;
 }
 
-/* A bool[3] output_mask argument (as an int list); UNIMPLEMENTED unless
- * every output is wanted: the binding cannot return None results, and a
- * tensor in their place would differ from the CPU. */
-static tpuc_status* full_mask(const op_ctx* c, int i) {
+/* The output_mask argument i (bool[3], an int list); false when it is
+ * not one. A result left out is undefined (-1). */
+static bool mask3(const op_ctx* c, int i, bool* mask) {
   if (c->args[i].kind != TPUC_OP_ARG_INT_LIST || c->args[i].list_len != 3)
-    return op_unimpl("output_mask is not an int list");
-  for (int k = 0; k < 3; k++)
-    if (c->args[i].list[k] == 0)
-      return op_unimpl("output_mask with undefined results: CPU");
-  return NULL;
+    return false;
+  for (int k = 0; k < 3; k++) mask[k] = c->args[i].list[k] != 0;
+  return true;
 }
 
 /* native_layer_norm_backward(grad_out, input, normalized_shape, mean,
@@ -678,7 +676,8 @@ static tpuc_status* lower_layer_norm_bw(op_ctx* c, int param) {
   tpuc_dtype stat;
   int axis;
   TRY(ln_check(c, 1, 2, 5, 6, &M, &N, &stat, &axis));
-  TRY(full_mask(c, 7));
+  bool mask[3];
+  if (!mask3(c, 7, mask)) return op_unimpl("unexpected arguments");
   /* grad_weight and grad_bias need both parameters to exist. */
   if (op_is_none(c, 5) || op_is_none(c, 6))
     return op_unimpl("layer_norm backward without weight/bias: CPU");
@@ -717,6 +716,8 @@ static tpuc_status* lower_layer_norm_bw(op_ctx* c, int param) {
                          c->types[5].dims, c->types[5].rank);
   c->outs[2] = e_reshape(&e, e_cvt(&e, dbeta, c->types[6].dtype),
                          c->types[6].dims, c->types[6].rank);
+  for (int k = 0; k < 3; k++)
+    if (!mask[k]) c->outs[k] = -1;
   c->nouts = 3;
   return e.st;
 }
@@ -1148,7 +1149,8 @@ static tpuc_status* lower_conv_bw(op_ctx* c, int param) {
   (void)param;
   conv_args a;
   TRY(conv_parse(c, 1, &a));
-  TRY(full_mask(c, 10));
+  bool mask[3];
+  if (!mask3(c, 10, mask)) return op_unimpl("unexpected arguments");
   if (c->args[3].kind != TPUC_OP_ARG_INT_LIST)
     return op_unimpl("convolution backward without bias: CPU");
   const tpuc_hlo_type* x = &c->types[1];
@@ -1236,7 +1238,1415 @@ static tpuc_status* lower_conv_bw(op_ctx* c, int param) {
   c->outs[0] = e_cvt(&e, gi, dt);
   c->outs[1] = e_cvt(&e, gw, dt);
   c->outs[2] = e_cvt(&e, gb, dt);
+  for (int k = 0; k < 3; k++)
+    if (!mask[k]) c->outs[k] = -1;
   c->nouts = 3;
+  return e.st;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Helpers of the sections below: gathers and scatter-adds along one dim,
+ * index vectors. */
+
+static tpuc_hlo_type e_type(em* e, V x) {
+  tpuc_hlo_type t;
+  memset(&t, 0, sizeof t);
+  if (e->st == NULL) e->st = tpuc_hlo_value_type(e->c->fn, x, &t);
+  return t;
+}
+
+/* x (any dtype) taken at the s64 indices `idx` (rank 1, n entries) along
+ * `dim`: dim's size becomes n. Indices must be in range. */
+static V e_take(em* e, V x, int dim, V idx) {
+  tpuc_hlo_type xt = e_type(e, x), it = e_type(e, idx);
+  if (e->st != NULL) return -1;
+  int64_t n = it.dims[0], id[2] = {n, 1};
+  V i2 = e_reshape(e, idx, id, 2), out = -1;
+  int64_t offs[TPUC_MAX_RANK], sizes[TPUC_MAX_RANK], d64 = dim;
+  size_t no = 0;
+  for (int d = 0; d < xt.rank; d++) {
+    if (d != dim) offs[no++] = d;
+    sizes[d] = d == dim ? 1 : xt.dims[d];
+  }
+  tpuc_hlo_gather_dims g;
+  memset(&g, 0, sizeof g);
+  g.offset_dims = offs;
+  g.num_offset_dims = no;
+  g.collapsed_slice_dims = &d64;
+  g.num_collapsed_slice_dims = 1;
+  g.start_index_map = &d64;
+  g.num_start_index_map = 1;
+  g.index_vector_dim = 1;
+  if (e->st == NULL)
+    e->st = tpuc_hlo_gather(e->c->fn, x, i2, &g, sizes, false, &out);
+  return out;
+}
+
+/* The transpose of e_take: a zero tensor whose `dim` has `size` entries,
+ * with slice k of g (whose dim has n entries) added at idx[k]. g is in
+ * the compute dtype. Out-of-range indices add nothing. */
+static V e_put_add(em* e, V g, int dim, V idx, int64_t size) {
+  tpuc_hlo_type gt = e_type(e, g), it = e_type(e, idx);
+  if (e->st != NULL) return -1;
+  int64_t n = it.dims[0], id[2] = {n, 1};
+  V i2 = e_reshape(e, idx, id, 2), zero = -1, out = -1;
+  tpuc_hlo_type zt = gt;
+  zt.dims[dim] = size;
+  if (e->st == NULL) e->st = op_const(e->c, gt.dtype, 0.0, &zt, &zero);
+  int64_t win[TPUC_MAX_RANK], d64 = dim;
+  size_t nw = 0;
+  for (int d = 0; d < gt.rank; d++)
+    if (d != dim) win[nw++] = d;
+  tpuc_hlo_scatter_dims s;
+  memset(&s, 0, sizeof s);
+  s.update_window_dims = win;
+  s.num_update_window_dims = nw;
+  s.inserted_window_dims = &d64;
+  s.num_inserted_window_dims = 1;
+  s.scatter_dims_to_operand_dims = &d64;
+  s.num_scatter_dims_to_operand_dims = 1;
+  s.index_vector_dim = 1;
+  tpuc_hlo_fn* body = NULL;
+  if (e->st == NULL)
+    e->st = tpuc_hlo_region_binary(e->c->module, gt.dtype, TPUC_HLO_ADD, &body);
+  if (e->st == NULL)
+    e->st = tpuc_hlo_scatter(e->c->fn, &zero, 1, i2, &g, &s, body, &out);
+  return out;
+}
+
+/* A constant s64 vector. */
+static V e_index_const(em* e, const int64_t* data, int64_t n) {
+  V out = -1;
+  tpuc_hlo_type t = tpuc_hlo_type_make(TPUC_DTYPE_S64, &n, 1);
+  if (e->st == NULL)
+    e->st = tpuc_hlo_constant(e->c->fn, &t, data, sizeof(int64_t) * (size_t)n,
+                              &out);
+  return out;
+}
+
+/* A constant f64 vector converted to `dt`. */
+static V e_vec_const(em* e, const double* data, int64_t n, tpuc_dtype dt) {
+  V out = -1;
+  tpuc_hlo_type t = tpuc_hlo_type_make(TPUC_DTYPE_F64, &n, 1);
+  if (e->st == NULL)
+    e->st =
+        tpuc_hlo_constant(e->c->fn, &t, data, sizeof(double) * (size_t)n, &out);
+  return e_cvt(e, out, dt);
+}
+
+/* Iota of `type` along `dim`. */
+static V e_iota(em* e, const tpuc_hlo_type* type, int dim) {
+  V out = -1;
+  if (e->st == NULL) e->st = tpuc_hlo_iota(e->c->fn, type, dim, &out);
+  return out;
+}
+
+/* Rank-0 constant `v` of `dt`. */
+static V e_k0(em* e, tpuc_dtype dt, double v) {
+  V out = -1;
+  if (e->st == NULL) e->st = op_const(e->c, dt, v, NULL, &out);
+  return out;
+}
+
+/* Folds another emitter's status into e's. */
+static void e_join(em* e, const em* other) {
+  if (e->st == NULL) e->st = other->st;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Batch norm: the channel dim is 1, statistics are over every other dim.
+ * Formulas follow the CPU kernels (batch_norm_cpu_*): y = x * alpha +
+ * beta with alpha = invstd * weight and beta = bias - mean * alpha; the
+ * running variance is updated with the unbiased batch variance. */
+
+/* Parameter dtype of batch / group norm: the input's, or f32 for a half
+ * input with f32 parameters (PyTorch's mixed type), over the defined
+ * arguments among `params`. UNIMPLEMENTED (the CPU explains) for a
+ * non-float or empty input, or parameters of other dtypes. */
+static tpuc_status* bn_param_dtype(const op_ctx* c, int in, const int* params,
+                                   size_t np, tpuc_dtype* out) {
+  if (!op_is_tensor(c, in)) return op_unimpl("unexpected arguments");
+  const tpuc_hlo_type* t = &c->types[in];
+  if (!is_float(t->dtype) || t->rank < 2 || t->dims[1] == 0 ||
+      tpuc_hlo_type_num_elements(t) == 0)
+    return op_unimpl("batch_norm: unusual input (CPU says why)");
+  bool half = t->dtype == TPUC_DTYPE_F16 || t->dtype == TPUC_DTYPE_BF16;
+  bool mixed = false;
+  for (size_t k = 0; k < np; k++) {
+    if (op_is_none(c, params[k])) continue;
+    if (!op_is_tensor(c, params[k])) return op_unimpl("unexpected arguments");
+    if (half && c->types[params[k]].dtype == TPUC_DTYPE_F32) mixed = true;
+  }
+  *out = mixed ? TPUC_DTYPE_F32 : t->dtype;
+  for (size_t k = 0; k < np; k++)
+    if (!op_is_none(c, params[k]) && c->types[params[k]].dtype != *out)
+      return op_unimpl("batch_norm: parameter dtypes (CPU says why)");
+  return NULL;
+}
+
+/* Argument i is a tensor of shape [n]. */
+static bool is_vec(const op_ctx* c, int i, int64_t n) {
+  return op_is_tensor(c, i) && c->types[i].rank == 1 &&
+         c->types[i].dims[0] == n;
+}
+
+/* A per-channel [C] value broadcast to the emitter's (input) shape. */
+static V bn_bcast(em* e, V v) {
+  int64_t one = 1;
+  return e_bcast(e, v, e->shape.dims, e->shape.rank, &one);
+}
+
+/* Argument i converted to the emitter's dtype ([C] stats), or `dflt`
+ * when it is None. */
+static V bn_vec(em* e, int i, double dflt) {
+  if (op_is_none(e->c, i)) return e_k(e, dflt);
+  return e_cvt(e, e->c->vals[i], e->shape.dtype);
+}
+
+/* The reduction dims of batch norm (all but 1); returns their count. */
+static size_t bn_dims(int rank, int64_t* dims) {
+  size_t n = 0;
+  for (int d = 0; d < rank; d++)
+    if (d != 1) dims[n++] = d;
+  return n;
+}
+
+enum { BN_LEGIT = 0, BN_NO_STATS, BN_NO_TRAINING };
+
+/* _native_batch_norm_legit(input, weight, bias, running_mean, running_var,
+ * training, momentum, eps), its .no_stats form (no running stats;
+ * training at 3) and _native_batch_norm_legit_no_training(input, weight,
+ * bias, running_mean, running_var, momentum, eps) -> (out, save_mean,
+ * save_invstd); save_mean / save_invstd are empty when not training.
+ * _native_batch_norm_legit writes its running stats: results 3 and 4 are
+ * their new values (unchanged when not training). */
+static tpuc_status* lower_batch_norm(op_ctx* c, int form) {
+  int rm = form == BN_NO_STATS ? -1 : 3, rv = rm < 0 ? -1 : 4;
+  int ti = form == BN_LEGIT ? 5 : form == BN_NO_STATS ? 3 : -1;
+  int mi = form == BN_LEGIT ? 6 : form == BN_NO_STATS ? 4 : 5, ei = mi + 1;
+  bool training = false;
+  if (ti >= 0) {
+    if (c->args[ti].kind != TPUC_OP_ARG_BOOL)
+      return op_unimpl("unexpected arguments");
+    training = c->args[ti].i != 0;
+  }
+  /* (.no_stats in eval mode crashes the CPU kernel; let it decide) */
+  if (!training && rm < 0)
+    return op_unimpl("batch_norm: eval without running stats (CPU)");
+  int params[4] = {1, 2, rm, rv};
+  size_t np = rm < 0 ? 2 : 4;
+  tpuc_dtype pt;
+  TRY(bn_param_dtype(c, 0, params, np, &pt));
+  const tpuc_hlo_type* t = &c->types[0];
+  int64_t C = t->dims[1];
+  for (size_t k = 0; k < np; k++) {
+    int i = params[k];
+    if ((k >= 2 || !op_is_none(c, i)) && !is_vec(c, i, C))
+      return op_unimpl("batch_norm: parameter shapes (CPU says why)");
+  }
+  if (!op_is_value(c, mi) || !op_is_value(c, ei))
+    return op_unimpl("unexpected arguments");
+  tpuc_dtype dt = t->dtype, acc = op_accumulation_dtype(dt);
+  /* the dtype the CPU keeps batch statistics in */
+  tpuc_dtype st = pt == TPUC_DTYPE_F16 ? TPUC_DTYPE_F32 : pt;
+  int64_t red[TPUC_MAX_RANK];
+  size_t nr = bn_dims(t->rank, red);
+  double n = (double)(tpuc_hlo_type_num_elements(t) / C);
+  em e = em_make(c, acc, t);
+  em s = em_make(c, acc, &(tpuc_hlo_type){acc, 1, {C}});
+  V x = e_cvt(&e, c->vals[0], acc);
+  V mean, invstd, var_sum = -1;
+  if (training) {
+    mean = e_div(&s, e_sum(&e, x, red, nr), e_k(&s, n));
+    V xc = e_sub(&e, x, bn_bcast(&e, mean));
+    var_sum = e_sum(&e, e_mul(&e, xc, xc), red, nr);
+    /* the CPU keeps mean and var_sum in the parameter dtype (but f32 for
+     * f16) and derives the rest from those; var_sum / n divides in that
+     * dtype too */
+    mean = e_cvt(&s, e_cvt(&s, mean, st), acc);
+    var_sum = e_cvt(&s, e_cvt(&s, var_sum, st), acc);
+    V var = e_cvt(&s, e_cvt(&s, e_div(&s, var_sum, e_k(&s, n)), st), acc);
+    invstd = e_div(&s, e_k(&s, 1.0),
+                   e_un(&s, TPUC_HLO_SQRT, e_add(&s, var, e_scal(&s, ei))));
+  } else {
+    mean = bn_vec(&s, rm, 0.0);
+    invstd = e_div(&s, e_k(&s, 1.0),
+                   e_un(&s, TPUC_HLO_SQRT,
+                        e_add(&s, bn_vec(&s, rv, 0.0), e_scal(&s, ei))));
+  }
+  /* training normalizes with save_mean and save_invstd as stored
+   * (parameter dtype) */
+  if (training) invstd = e_cvt(&s, e_cvt(&s, invstd, pt), acc);
+  V alpha = e_mul(&s, invstd, bn_vec(&s, 1, 1.0));
+  V mean_p = training ? e_cvt(&s, e_cvt(&s, mean, pt), acc) : mean;
+  V beta = e_sub(&s, bn_vec(&s, 2, 0.0), e_mul(&s, mean_p, alpha));
+  V y = e_add(&e, e_mul(&e, x, bn_bcast(&e, alpha)), bn_bcast(&e, beta));
+  c->outs[0] = e_cvt(&e, y, dt);
+  if (training) {
+    c->outs[1] = e_cvt(&s, mean, pt);
+    c->outs[2] = e_cvt(&s, invstd, pt);
+  } else {
+    tpuc_hlo_type empty = tpuc_hlo_type_make(pt, (int64_t[]){0}, 1);
+    if (e.st == NULL) e.st = op_const(c, pt, 0.0, &empty, &c->outs[1]);
+    if (e.st == NULL) e.st = op_const(c, pt, 0.0, &empty, &c->outs[2]);
+  }
+  c->nouts = 3;
+  if (form == BN_LEGIT) {
+    if (training) {
+      /* running = momentum * batch + (1 - momentum) * running, each
+       * operation in the statistics dtype (momentum too) but for momentum
+       * times the unbiased variance, in f32 or wider, as the CPU */
+#define RP(v) e_cvt(&s, e_cvt(&s, (v), st), acc)
+      V m = RP(e_scal(&s, mi)), keep = RP(e_sub(&s, e_k(&s, 1.0), m));
+      V unbiased = RP(e_div(&s, var_sum, e_k(&s, n - 1.0)));
+      c->outs[3] = e_add(&s, RP(e_mul(&s, m, mean)),
+                         RP(e_mul(&s, keep, bn_vec(&s, rm, 0.0))));
+      c->outs[4] = e_add(&s, e_mul(&s, m, unbiased),
+                         RP(e_mul(&s, keep, bn_vec(&s, rv, 0.0))));
+#undef RP
+    } else {
+      c->outs[3] = c->vals[rm];
+      c->outs[4] = c->vals[rv];
+    }
+    c->nouts = 5;
+  }
+  e_join(&e, &s);
+  return e.st;
+}
+
+/* native_batch_norm_backward(grad_out, input, weight, running_mean,
+ * running_var, save_mean, save_invstd, train, eps, output_mask) ->
+ * (grad_input, grad_weight, grad_bias); masked-out results are
+ * undefined. Training uses the saved batch statistics, eval the running
+ * ones. */
+static tpuc_status* lower_batch_norm_bw(op_ctx* c, int param) {
+  (void)param;
+  bool mask[3];
+  if (c->args[7].kind != TPUC_OP_ARG_BOOL || !mask3(c, 9, mask) ||
+      !op_is_value(c, 8) || !op_is_tensor(c, 0))
+    return op_unimpl("unexpected arguments");
+  bool train = c->args[7].i != 0;
+  int params[5] = {2, 3, 4, 5, 6};
+  tpuc_dtype pt;
+  TRY(bn_param_dtype(c, 1, params, 5, &pt));
+  const tpuc_hlo_type* t = &c->types[1];
+  int64_t C = t->dims[1];
+  int mi = train ? 5 : 3, vi = train ? 6 : 4;
+  if (!tpuc_hlo_type_equal(&c->types[0], t) || !is_vec(c, mi, C) ||
+      !is_vec(c, vi, C) || (!op_is_none(c, 2) && !is_vec(c, 2, C)))
+    return op_unimpl("batch_norm backward: unusual arguments (CPU)");
+  tpuc_dtype dt = t->dtype, acc = op_accumulation_dtype(dt);
+  int64_t red[TPUC_MAX_RANK];
+  size_t nr = bn_dims(t->rank, red);
+  double n = (double)(tpuc_hlo_type_num_elements(t) / C);
+  em e = em_make(c, acc, t);
+  em s = em_make(c, acc, &(tpuc_hlo_type){acc, 1, {C}});
+  V g = e_cvt(&e, c->vals[0], acc), x = e_cvt(&e, c->vals[1], acc);
+  V mean = bn_vec(&s, mi, 0.0), invstd = bn_vec(&s, vi, 0.0);
+  if (!train)
+    invstd = e_div(&s, e_k(&s, 1.0),
+                   e_un(&s, TPUC_HLO_SQRT, e_add(&s, invstd, e_scal(&s, 8))));
+  V sum = e_sum(&e, g, red, nr);
+  V xc = e_sub(&e, x, bn_bcast(&e, mean));
+  V dotp = e_sum(&e, e_mul(&e, xc, g), red, nr);
+  V w = bn_vec(&s, 2, 1.0);
+  c->outs[0] = c->outs[1] = c->outs[2] = -1;
+  if (mask[0]) {
+    V scale = bn_bcast(&e, e_mul(&s, invstd, w)), dx;
+    if (train) {
+      V k = e_div(&s, e_mul(&s, e_mul(&s, dotp, invstd), invstd), e_k(&s, n));
+      V gm = e_div(&s, sum, e_k(&s, n));
+      dx = e_sub(&e, e_sub(&e, g, bn_bcast(&e, gm)),
+                 e_mul(&e, xc, bn_bcast(&e, k)));
+      dx = e_mul(&e, dx, scale);
+    } else {
+      dx = e_mul(&e, g, scale);
+    }
+    c->outs[0] = e_cvt(&e, dx, dt);
+  }
+  if (mask[1]) c->outs[1] = e_cvt(&s, e_mul(&s, dotp, invstd), pt);
+  if (mask[2]) c->outs[2] = e_cvt(&s, sum, pt);
+  c->nouts = 3;
+  e_join(&e, &s);
+  return e.st;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Group norm: input [N, C, *] seen as [N, G, C/G * HxW] for statistics.
+ * Formulas follow the CPU kernels (GroupNormKernel.cpp). */
+
+/* Checks the static N, C, HxW, group arguments (at o .. o + 3) against
+ * the input (argument `in`). */
+static tpuc_status* gn_check(const op_ctx* c, int in, int o, int64_t* N,
+                             int64_t* C, int64_t* HW, int64_t* G) {
+  for (int k = 0; k < 4; k++)
+    if (c->args[o + k].kind != TPUC_OP_ARG_INT)
+      return op_unimpl("unexpected arguments");
+  *N = c->args[o].i;
+  *C = c->args[o + 1].i;
+  *HW = c->args[o + 2].i;
+  *G = c->args[o + 3].i;
+  const tpuc_hlo_type* t = &c->types[in];
+  if (*N <= 0 || *C <= 0 || *HW <= 0 || *G <= 0 || *C % *G != 0 ||
+      t->dims[0] != *N || t->dims[1] != *C ||
+      tpuc_hlo_type_num_elements(t) != *N * *C * *HW)
+    return op_unimpl("group_norm: unusual arguments (CPU says why)");
+  return NULL;
+}
+
+/* A [N, G] value as [N, C, HW] (each group's value over its channels). */
+static V gn_expand(em* e, V v, int64_t N, int64_t C, int64_t HW, int64_t G) {
+  int64_t d3[3] = {N, G, C / G}, m2[2] = {0, 1}, nc[2] = {N, C};
+  V r = e_reshape(e, e_bcast(e, v, d3, 3, m2), nc, 2);
+  int64_t full[3] = {N, C, HW};
+  return e_bcast(e, r, full, 3, m2);
+}
+
+/* A [C] parameter as [N, C, HW] (or 1 when None). */
+static V gn_param(em* e, int i, int64_t N, int64_t C, int64_t HW, double d) {
+  int64_t full[3] = {N, C, HW}, one = 1;
+  if (op_is_none(e->c, i)) return e_k(e, d);
+  V p = e_reshape(e, e_cvt(e, e->c->vals[i], e->shape.dtype), &C, 1);
+  return e_bcast(e, p, full, 3, &one);
+}
+
+/* native_group_norm(input, weight, bias, N, C, HxW, group, eps) ->
+ * (out, mean [N, G], rstd [N, G]). */
+static tpuc_status* lower_group_norm(op_ctx* c, int param) {
+  (void)param;
+  int params[2] = {1, 2};
+  tpuc_dtype pt;
+  TRY(bn_param_dtype(c, 0, params, 2, &pt));
+  int64_t N, C, HW, G;
+  TRY(gn_check(c, 0, 3, &N, &C, &HW, &G));
+  for (int k = 0; k < 2; k++)
+    if (!op_is_none(c, params[k]) && !is_vec(c, params[k], C))
+      return op_unimpl("group_norm: parameter shapes (CPU says why)");
+  if (!op_is_value(c, 7)) return op_unimpl("unexpected arguments");
+  const tpuc_hlo_type* t = &c->types[0];
+  tpuc_dtype dt = t->dtype, acc = op_accumulation_dtype(dt);
+  int64_t D = C / G * HW, gd[3] = {N, G, D}, full[3] = {N, C, HW};
+  int64_t two = 2, m2[2] = {0, 1};
+  em e = em_make(c, acc, &(tpuc_hlo_type){acc, 3, {N, C, HW}});
+  em eg = em_make(c, acc, &(tpuc_hlo_type){acc, 3, {N, G, D}});
+  em s = em_make(c, acc, &(tpuc_hlo_type){acc, 2, {N, G}});
+  V x = e_cvt(&e, c->vals[0], acc);
+  V xg = e_reshape(&eg, x, gd, 3);
+  V mean = e_div(&s, e_sum(&eg, xg, &two, 1), e_k(&s, (double)D));
+  V xc = e_sub(&eg, xg, e_bcast(&eg, mean, gd, 3, m2));
+  V var =
+      e_div(&s, e_sum(&eg, e_mul(&eg, xc, xc), &two, 1), e_k(&s, (double)D));
+  V rstd = e_div(&s, e_k(&s, 1.0),
+                 e_un(&s, TPUC_HLO_SQRT,
+                      e_add(&s, e_max(&s, var, e_k(&s, 0.0)), e_scal(&s, 7))));
+  V a = e_mul(&e, gn_expand(&e, rstd, N, C, HW, G),
+              gn_param(&e, 1, N, C, HW, 1.0));
+  V b = e_sub(&e, gn_param(&e, 2, N, C, HW, 0.0),
+              e_mul(&e, gn_expand(&e, mean, N, C, HW, G), a));
+  V y = e_add(&e, e_mul(&e, e_reshape(&e, x, full, 3), a), b);
+  c->outs[0] = e_reshape(&e, e_cvt(&e, y, dt), t->dims, t->rank);
+  c->outs[1] = e_cvt(&s, mean, pt);
+  c->outs[2] = e_cvt(&s, rstd, pt);
+  c->nouts = 3;
+  e_join(&e, &eg);
+  e_join(&e, &s);
+  return e.st;
+}
+
+/* native_group_norm_backward(grad_out, input, mean, rstd, weight, N, C,
+ * HxW, group, output_mask) -> (grad_input, grad_weight, grad_bias). */
+static tpuc_status* lower_group_norm_bw(op_ctx* c, int param) {
+  (void)param;
+  bool mask[3];
+  if (!mask3(c, 9, mask) || !op_is_tensor(c, 0))
+    return op_unimpl("unexpected arguments");
+  int params[3] = {2, 3, 4};
+  tpuc_dtype pt;
+  TRY(bn_param_dtype(c, 1, params, 3, &pt));
+  int64_t N, C, HW, G;
+  TRY(gn_check(c, 1, 5, &N, &C, &HW, &G));
+  const tpuc_hlo_type* t = &c->types[1];
+  /* (the CPU fails on weight-less grad_weight / grad_bias: it says how) */
+  if ((op_is_none(c, 4) && (mask[1] || mask[2])) ||
+      (!op_is_none(c, 4) && !is_vec(c, 4, C)) ||
+      !tpuc_hlo_type_equal(&c->types[0], t) ||
+      tpuc_hlo_type_num_elements(&c->types[2]) != N * G ||
+      tpuc_hlo_type_num_elements(&c->types[3]) != N * G)
+    return op_unimpl("group_norm backward: unusual arguments (CPU)");
+  tpuc_dtype dt = t->dtype, acc = op_accumulation_dtype(dt);
+  int64_t full[3] = {N, C, HW}, ng[2] = {N, G}, ngc[3] = {N, G, C / G};
+  int64_t two = 2, zero = 0, m2[2] = {0, 1};
+  double s = 1.0 / (double)(C / G * HW);
+  em e = em_make(c, acc, &(tpuc_hlo_type){acc, 3, {N, C, HW}});
+  em ec = em_make(c, acc, &(tpuc_hlo_type){acc, 3, {N, G, C / G}});
+  em eg = em_make(c, acc, &(tpuc_hlo_type){acc, 2, {N, G}});
+  V dy = e_reshape(&e, e_cvt(&e, c->vals[0], acc), full, 3);
+  V x = e_reshape(&e, e_cvt(&e, c->vals[1], acc), full, 3);
+  V mean = e_reshape(&eg, e_cvt(&eg, c->vals[2], acc), ng, 2);
+  V rstd = e_reshape(&eg, e_cvt(&eg, c->vals[3], acc), ng, 2);
+  /* per (n, c): ds = sum dy * x, db = sum dy */
+  V ds = e_sum(&e, e_mul(&e, dy, x), &two, 1);
+  V db = e_sum(&e, dy, &two, 1);
+  c->outs[0] = c->outs[1] = c->outs[2] = -1;
+  if (mask[0]) {
+    V gamma = op_is_none(c, 4) ? -1 : e_cvt(&e, c->vals[4], acc);
+    int64_t one = 1, nc[2] = {N, C};
+    V dsg = ds, dbg = db;
+    if (gamma >= 0) {
+      V g2 = e_bcast(&e, gamma, nc, 2, &one);
+      dsg = e_mul(&e, ds, g2);
+      dbg = e_mul(&e, db, g2);
+    }
+    /* per (n, g): ds_g, db_g summed over the group's channels */
+    V dsn = e_sum(&ec, e_reshape(&ec, dsg, ngc, 3), &two, 1);
+    V dbn = e_sum(&ec, e_reshape(&ec, dbg, ngc, 3), &two, 1);
+    V r3 = e_mul(&eg, e_mul(&eg, rstd, rstd), rstd);
+    V c2 = e_mul(&eg, e_mul(&eg, e_sub(&eg, e_mul(&eg, dbn, mean), dsn), r3),
+                 e_k(&eg, s));
+    V c3 = e_sub(&eg, e_neg(&eg, e_mul(&eg, c2, mean)),
+                 e_mul(&eg, e_mul(&eg, dbn, rstd), e_k(&eg, s)));
+    V c1 = gn_expand(&e, rstd, N, C, HW, G);
+    if (gamma >= 0) c1 = e_mul(&e, c1, gn_param(&e, 4, N, C, HW, 1.0));
+    V dx = e_add(&e,
+                 e_add(&e, e_mul(&e, c1, dy),
+                       e_mul(&e, gn_expand(&e, c2, N, C, HW, G), x)),
+                 gn_expand(&e, c3, N, C, HW, G));
+    c->outs[0] = e_reshape(&e, e_cvt(&e, dx, dt), t->dims, t->rank);
+  }
+  if (mask[1]) {
+    /* sum_n (ds - db * mean) * rstd, mean and rstd per channel's group */
+    int64_t nc[2] = {N, C};
+    V m = e_reshape(&e, e_bcast(&e, mean, ngc, 3, m2), nc, 2);
+    V r = e_reshape(&e, e_bcast(&e, rstd, ngc, 3, m2), nc, 2);
+    V dg = e_sum(&e, e_mul(&e, e_sub(&e, ds, e_mul(&e, db, m)), r), &zero, 1);
+    c->outs[1] = e_cvt(&e, dg, pt);
+  }
+  if (mask[2]) c->outs[2] = e_cvt(&e, e_sum(&e, db, &zero, 1), pt);
+  c->nouts = 3;
+  e_join(&e, &ec);
+  e_join(&e, &eg);
+  return e.st;
+}
+
+/* ---------------------------------------------------------------------- */
+/* 2-d pooling over the last two dims of an input [C, H, W] or
+ * [N, C, H, W] (the 1-d forms reach the device as these). */
+
+typedef struct pool2d {
+  int rank;
+  int64_t k[2], s[2], p[2], d[2];
+  int64_t in[2], out[2];
+  bool ceil;
+} pool2d;
+
+/* An int[2] pooling argument, one value meaning both dims; `dflt` when
+ * empty (stride's default is the kernel). */
+static bool pool_pair(const op_ctx* c, int i, const int64_t* dflt,
+                      int64_t* out) {
+  const tpuc_op_arg* a = &c->args[i];
+  if (a->kind != TPUC_OP_ARG_INT_LIST) return false;
+  if (a->list_len == 0 && dflt != NULL) {
+    out[0] = dflt[0];
+    out[1] = dflt[1];
+  } else if (a->list_len == 1 || a->list_len == 2) {
+    out[0] = a->list[0];
+    out[1] = a->list[a->list_len - 1];
+  } else {
+    return false;
+  }
+  return true;
+}
+
+/* floor(a / b) for b > 0. */
+static int64_t div_floor(int64_t a, int64_t b) {
+  int64_t q = a / b;
+  return (a % b != 0 && a < 0) ? q - 1 : q;
+}
+
+/* Parses the pooling arguments: input xi, kernel ki, stride si, padding
+ * pi, dilation di (-1: none, avg_pool) and ceil_mode ci, with the CPU's
+ * checks (UNIMPLEMENTED: the CPU then says what is wrong) and output
+ * sizes. */
+static tpuc_status* pool_parse(const op_ctx* c, int xi, int ki, int si, int pi,
+                               int di, int ci, pool2d* p) {
+  if (!op_is_tensor(c, xi) || c->args[ci].kind != TPUC_OP_ARG_BOOL ||
+      !pool_pair(c, ki, NULL, p->k) || !pool_pair(c, si, p->k, p->s) ||
+      !pool_pair(c, pi, NULL, p->p))
+    return op_unimpl("pooling: unusual arguments (CPU says why)");
+  p->d[0] = p->d[1] = 1;
+  if (di >= 0 && !pool_pair(c, di, NULL, p->d))
+    return op_unimpl("pooling: unusual dilation (CPU says why)");
+  p->ceil = c->args[ci].i != 0;
+  const tpuc_hlo_type* t = &c->types[xi];
+  p->rank = t->rank;
+  if (t->rank != 3 && t->rank != 4)
+    return op_unimpl("pooling: unusual rank (CPU says why)");
+  for (int d = 0; d < t->rank; d++)
+    if (t->dims[d] == 0) return op_unimpl("empty pooling: CPU");
+  for (int i = 0; i < 2; i++) {
+    int64_t k = p->k[i], s = p->s[i], pad = p->p[i], dil = p->d[i];
+    if (k <= 0 || s <= 0 || dil <= 0 || pad < 0 ||
+        pad > (di >= 0 ? ((k - 1) * dil + 1) / 2 : k / 2))
+      return op_unimpl("pooling: bad window (CPU says why)");
+    int64_t in = t->dims[t->rank - 2 + i];
+    int64_t span = dil * (k - 1) + 1;
+    int64_t out = div_floor(in + 2 * pad - span + (p->ceil ? s - 1 : 0), s) + 1;
+    if (p->ceil && (out - 1) * s >= in + pad) out--;
+    if (out < 1) return op_unimpl("pooling: output too small (CPU says why)");
+    p->in[i] = in;
+    p->out[i] = out;
+  }
+  return NULL;
+}
+
+/* The window of reduce_window over the whole input (rank dims) for a
+ * pooling: arrays to fill, of rank entries (padding: 2 * rank). */
+static void pool_window(const pool2d* p, int64_t* dims, int64_t* strides,
+                        int64_t* dil, int64_t* pads, tpuc_hlo_window* w) {
+  for (int d = 0; d < p->rank; d++) {
+    dims[d] = strides[d] = dil[d] = 1;
+    pads[2 * d] = pads[2 * d + 1] = 0;
+  }
+  for (int i = 0; i < 2; i++) {
+    int d = p->rank - 2 + i;
+    dims[d] = p->k[i];
+    strides[d] = p->s[i];
+    dil[d] = p->d[i];
+    pads[2 * d] = p->p[i];
+    /* enough high padding for the last window (ceil_mode may need more
+     * than the padding; the output size is the same with less) */
+    int64_t hi = (p->out[i] - 1) * p->s[i] + p->d[i] * (p->k[i] - 1) + 1 -
+                 p->in[i] - p->p[i];
+    pads[2 * d + 1] = hi > 0 ? hi : 0;
+  }
+  memset(w, 0, sizeof *w);
+  w->dims = dims;
+  w->strides = strides;
+  w->window_dilations = dil;
+  w->padding = pads;
+}
+
+/* The pooling output shape of an input type. */
+static tpuc_hlo_type pool_out_type(const pool2d* p, const tpuc_hlo_type* t,
+                                   tpuc_dtype dt) {
+  tpuc_hlo_type o = *t;
+  o.dtype = dt;
+  o.dims[p->rank - 2] = p->out[0];
+  o.dims[p->rank - 1] = p->out[1];
+  return o;
+}
+
+/* Lowest value of an ordered dtype (-inf for floats), as a double; false
+ * for dtypes max_pool does not take here. */
+static bool lowest_value(tpuc_dtype dt, double* v) {
+  switch (dt) {
+    case TPUC_DTYPE_F16:
+    case TPUC_DTYPE_BF16:
+    case TPUC_DTYPE_F32:
+    case TPUC_DTYPE_F64:
+      *v = -INFINITY;
+      return true;
+    case TPUC_DTYPE_S8:
+      *v = -128.0;
+      return true;
+    case TPUC_DTYPE_S16:
+      *v = -32768.0;
+      return true;
+    case TPUC_DTYPE_S32:
+      *v = -2147483648.0;
+      return true;
+    case TPUC_DTYPE_S64:
+      *v = -9223372036854775808.0;
+      return true;
+    case TPUC_DTYPE_U8:
+      *v = 0.0;
+      return true;
+    default:
+      return false;
+  }
+}
+
+/* The reduce_window body of max pooling over (value, index) pairs: the
+ * CPU scans a window in index order and keeps the first maximum, or the
+ * last NaN; as an order-free choice, a beats b when it is larger, or
+ * equal with a smaller index, or NaN over a number, or both NaN with a
+ * larger index. */
+static tpuc_status* max_index_body(tpuc_hlo_module* m, tpuc_dtype dt,
+                                   tpuc_hlo_fn** out) {
+  tpuc_hlo_type ts[4] = {
+      tpuc_hlo_type_scalar(dt), tpuc_hlo_type_scalar(TPUC_DTYPE_S64),
+      tpuc_hlo_type_scalar(dt), tpuc_hlo_type_scalar(TPUC_DTYPE_S64)};
+  tpuc_hlo_fn* f = NULL;
+  TRY(tpuc_hlo_region_create(m, ts, 4, &f));
+  V a, ai, b, bi;
+  TRY(tpuc_hlo_get_arg(f, 0, &a));
+  TRY(tpuc_hlo_get_arg(f, 1, &ai));
+  TRY(tpuc_hlo_get_arg(f, 2, &b));
+  TRY(tpuc_hlo_get_arg(f, 3, &bi));
+  V gt, eq, ilt, igt, an, bn, nb, t, win;
+  TRY(tpuc_hlo_compare(f, TPUC_HLO_GT, a, b, &gt));
+  TRY(tpuc_hlo_compare(f, TPUC_HLO_EQ, a, b, &eq));
+  TRY(tpuc_hlo_compare(f, TPUC_HLO_LT, ai, bi, &ilt));
+  TRY(tpuc_hlo_compare(f, TPUC_HLO_GT, ai, bi, &igt));
+  TRY(tpuc_hlo_binary(f, TPUC_HLO_AND, eq, ilt, &t));
+  TRY(tpuc_hlo_binary(f, TPUC_HLO_OR, gt, t, &win));
+  if (is_float(dt)) {
+    TRY(tpuc_hlo_compare(f, TPUC_HLO_NE, a, a, &an));
+    TRY(tpuc_hlo_compare(f, TPUC_HLO_NE, b, b, &bn));
+    TRY(tpuc_hlo_unary(f, TPUC_HLO_NOT, bn, &nb));
+    TRY(tpuc_hlo_binary(f, TPUC_HLO_AND, an, nb, &t));
+    TRY(tpuc_hlo_binary(f, TPUC_HLO_OR, win, t, &win));
+    TRY(tpuc_hlo_binary(f, TPUC_HLO_AND, an, bn, &t));
+    TRY(tpuc_hlo_binary(f, TPUC_HLO_AND, t, igt, &t));
+    TRY(tpuc_hlo_binary(f, TPUC_HLO_OR, win, t, &win));
+  }
+  V r[2];
+  TRY(tpuc_hlo_select(f, win, a, b, &r[0]));
+  TRY(tpuc_hlo_select(f, win, ai, bi, &r[1]));
+  TRY(tpuc_hlo_return(f, r, 2));
+  *out = f;
+  return NULL;
+}
+
+/* Flat index h * W + w of every element of `t` within its plane (s64). */
+static V plane_index(em* e, const tpuc_hlo_type* t) {
+  tpuc_hlo_type it = *t;
+  it.dtype = TPUC_DTYPE_S64;
+  em ei = em_make(e->c, TPUC_DTYPE_S64, &it);
+  V r = e_add(&ei,
+              e_mul(&ei, e_iota(&ei, &it, t->rank - 2),
+                    e_k(&ei, (double)t->dims[t->rank - 1])),
+              e_iota(&ei, &it, t->rank - 1));
+  e_join(e, &ei);
+  return r;
+}
+
+/* max_pool2d_with_indices(self, kernel_size, stride, padding, dilation,
+ * ceil_mode) -> (out, indices): a reduce_window over (value, flat index)
+ * pairs, the padding never chosen (lowest value, largest index). */
+static tpuc_status* lower_max_pool2d(op_ctx* c, int param) {
+  (void)param;
+  pool2d p;
+  TRY(pool_parse(c, 0, 1, 2, 3, 4, 5, &p));
+  const tpuc_hlo_type* t = &c->types[0];
+  tpuc_dtype dt = t->dtype;
+  double lo;
+  if (!lowest_value(dt, &lo)) return op_unimpl("max_pool2d: dtype (CPU)");
+  em e = em_make(c, dt, t);
+  V in[2] = {c->vals[0], plane_index(&e, t)};
+  V init[2] = {e_k0(&e, dt, lo), -1}, outs[2] = {-1, -1};
+  if (e.st == NULL)
+    e.st = tpuc_hlo_constant_i64(c->fn, TPUC_DTYPE_S64, INT64_MAX, &init[1]);
+  tpuc_hlo_fn* body = NULL;
+  if (e.st == NULL) e.st = max_index_body(c->module, dt, &body);
+  int64_t wd[TPUC_MAX_RANK], ws[TPUC_MAX_RANK], wl[TPUC_MAX_RANK];
+  int64_t wp[2 * TPUC_MAX_RANK];
+  tpuc_hlo_window w;
+  pool_window(&p, wd, ws, wl, wp, &w);
+  if (e.st == NULL)
+    e.st = tpuc_hlo_reduce_window(c->fn, in, init, 2, &w, body, outs);
+  c->outs[0] = outs[0];
+  c->outs[1] = outs[1];
+  c->nouts = 2;
+  return e.st;
+}
+
+/* The gradient of a max pooling: grad_output (argument 0) added at the
+ * saved flat indices (argument ii, h * W + w) of each plane of `self`
+ * (type t); invalid indices add nothing. */
+static tpuc_status* max_scatter(op_ctx* c, int ii, const tpuc_hlo_type* t) {
+  const tpuc_hlo_type* gt = &c->types[0];
+  int r = t->rank;
+  tpuc_dtype dt = t->dtype, acc = op_accumulation_dtype(dt);
+  int64_t HW = t->dims[r - 2] * t->dims[r - 1];
+  int64_t OHW = gt->dims[r - 2] * gt->dims[r - 1];
+  int64_t P = tpuc_hlo_type_num_elements(t) / HW, M = P * OHW;
+  tpuc_hlo_type it = tpuc_hlo_type_make(TPUC_DTYPE_S64, (int64_t[]){P, OHW}, 2);
+  em ei = em_make(c, TPUC_DTYPE_S64, &it);
+  V idx = e_reshape(&ei, c->vals[ii], it.dims, 2);
+  V flat =
+      e_add(&ei, e_mul(&ei, e_iota(&ei, &it, 0), e_k(&ei, (double)HW)), idx);
+  V ok = e_and(&ei, e_cmp(&ei, TPUC_HLO_GE, idx, e_k(&ei, 0.0)),
+               e_cmp(&ei, TPUC_HLO_LT, idx, e_k(&ei, (double)HW)));
+  flat = e_reshape(&ei, e_sel(&ei, ok, flat, e_k(&ei, -1.0)), &M, 1);
+  em e = em_make(c, acc, &(tpuc_hlo_type){acc, 1, {M}});
+  V g = e_reshape(&e, e_cvt(&e, c->vals[0], acc), &M, 1);
+  V gi = e_put_add(&e, g, 0, flat, P * HW);
+  e_join(&e, &ei);
+  c->outs[0] = e_reshape(&e, e_cvt(&e, gi, dt), t->dims, t->rank);
+  c->nouts = 1;
+  return e.st;
+}
+
+/* max_pool2d_with_indices_backward(grad_output, self, kernel_size,
+ * stride, padding, dilation, ceil_mode, indices). */
+static tpuc_status* lower_max_pool2d_bw(op_ctx* c, int param) {
+  (void)param;
+  pool2d p;
+  TRY(pool_parse(c, 1, 2, 3, 4, 5, 6, &p));
+  const tpuc_hlo_type* t = &c->types[1];
+  tpuc_hlo_type ot = pool_out_type(&p, t, t->dtype);
+  if (!op_is_tensor(c, 0) || !op_is_tensor(c, 7) || !is_float(t->dtype) ||
+      !tpuc_hlo_type_equal(&c->types[0], &ot) ||
+      c->types[7].dtype != TPUC_DTYPE_S64 || !same_dims(&c->types[7], &ot))
+    return op_unimpl("max_pool2d backward: unusual arguments (CPU)");
+  return max_scatter(c, 7, t);
+}
+
+/* avg_pool2d's divisors of one dim: per output position, the window's
+ * element count (clipped to the padded input when count_include_pad,
+ * to the input otherwise). */
+static void avg_counts(const pool2d* p, int i, bool include_pad, double* out) {
+  for (int64_t o = 0; o < p->out[i]; o++) {
+    int64_t a = o * p->s[i] - p->p[i], b = a + p->k[i];
+    if (b > p->in[i] + p->p[i]) b = p->in[i] + p->p[i];
+    int64_t n = b - a;
+    if (!include_pad) {
+      if (a < 0) a = 0;
+      if (b > p->in[i]) b = p->in[i];
+      n = b - a;
+    }
+    out[o] = (double)n;
+  }
+}
+
+/* The divisor of every avg_pool2d output (emitter shape: the output),
+ * from count_include_pad (argument ci) and divisor_override (di). */
+static tpuc_status* avg_divisor(em* e, const pool2d* p, int ci, int di,
+                                V* out) {
+  const op_ctx* c = e->c;
+  if (c->args[ci].kind != TPUC_OP_ARG_BOOL ||
+      (!op_is_none(c, di) && c->args[di].kind != TPUC_OP_ARG_INT))
+    return op_unimpl("unexpected arguments");
+  if (!op_is_none(c, di)) {
+    if (c->args[di].i == 0)
+      return op_unimpl("avg_pool2d: zero divisor (CPU says why)");
+    *out = e_k(e, (double)c->args[di].i);
+    return NULL;
+  }
+  double* h = malloc(sizeof(double) * (size_t)(p->out[0] + p->out[1]));
+  if (h == NULL) return tpuc_status_make(TPUC_INTERNAL, "out of memory");
+  double* w = h + p->out[0];
+  avg_counts(p, 0, c->args[ci].i != 0, h);
+  avg_counts(p, 1, c->args[ci].i != 0, w);
+  int64_t mh = p->rank - 2, mw = p->rank - 1;
+  /* (the product of two counts is exact in every float dtype) */
+  V vh = e_bcast(e, e_vec_const(e, h, p->out[0], e->shape.dtype), e->shape.dims,
+                 e->shape.rank, &mh);
+  V vw = e_bcast(e, e_vec_const(e, w, p->out[1], e->shape.dtype), e->shape.dims,
+                 e->shape.rank, &mw);
+  free(h);
+  *out = e_mul(e, vh, vw);
+  return NULL;
+}
+
+/* avg_pool2d(self, kernel_size, stride, padding, ceil_mode,
+ * count_include_pad, divisor_override): a zero-padded window sum over
+ * the divisor. */
+static tpuc_status* lower_avg_pool2d(op_ctx* c, int param) {
+  (void)param;
+  pool2d p;
+  TRY(pool_parse(c, 0, 1, 2, 3, -1, 4, &p));
+  const tpuc_hlo_type* t = &c->types[0];
+  tpuc_dtype dt = t->dtype, acc = op_accumulation_dtype(dt);
+  if (!is_float(dt)) return op_unimpl("integer avg_pool2d: CPU");
+  tpuc_hlo_type ot = pool_out_type(&p, t, acc);
+  em e = em_make(c, acc, &ot);
+  V div = -1;
+  TRY(avg_divisor(&e, &p, 5, 6, &div));
+  V x = e_cvt(&e, c->vals[0], acc), init = e_k0(&e, acc, 0.0), sum = -1;
+  tpuc_hlo_fn* body = NULL;
+  if (e.st == NULL)
+    e.st = tpuc_hlo_region_binary(c->module, acc, TPUC_HLO_ADD, &body);
+  int64_t wd[TPUC_MAX_RANK], ws[TPUC_MAX_RANK], wl[TPUC_MAX_RANK];
+  int64_t wp[2 * TPUC_MAX_RANK];
+  tpuc_hlo_window w;
+  pool_window(&p, wd, ws, wl, wp, &w);
+  if (e.st == NULL)
+    e.st = tpuc_hlo_reduce_window(c->fn, &x, &init, 1, &w, body, &sum);
+  c->outs[0] = e_cvt(&e, e_div(&e, sum, div), dt);
+  c->nouts = 1;
+  return e.st;
+}
+
+/* avg_pool2d_backward(grad_output, self, kernel_size, stride, padding,
+ * ceil_mode, count_include_pad, divisor_override): each input element
+ * gets grad / divisor of every window covering it: the grads spread by
+ * the stride (interior padding), padded so that a stride-1 window sum of
+ * the kernel's size lands on the input positions. */
+static tpuc_status* lower_avg_pool2d_bw(op_ctx* c, int param) {
+  (void)param;
+  pool2d p;
+  TRY(pool_parse(c, 1, 2, 3, 4, -1, 5, &p));
+  const tpuc_hlo_type* t = &c->types[1];
+  tpuc_dtype dt = t->dtype, acc = op_accumulation_dtype(dt);
+  tpuc_hlo_type ot = pool_out_type(&p, t, dt);
+  if (!is_float(dt) || !op_is_tensor(c, 0) ||
+      !tpuc_hlo_type_equal(&c->types[0], &ot))
+    return op_unimpl("avg_pool2d backward: unusual arguments (CPU)");
+  ot.dtype = acc;
+  em e = em_make(c, acc, &ot);
+  V div = -1;
+  TRY(avg_divisor(&e, &p, 6, 7, &div));
+  /* grad / divisor in the input dtype, as the CPU's scalar_t division */
+  V g =
+      e_cvt(&e, e_cvt(&e, e_div(&e, e_cvt(&e, c->vals[0], acc), div), dt), acc);
+  int64_t lo[TPUC_MAX_RANK] = {0}, hi[TPUC_MAX_RANK] = {0};
+  int64_t in[TPUC_MAX_RANK] = {0}, wd[TPUC_MAX_RANK];
+  for (int d = 0; d < p.rank; d++) wd[d] = 1;
+  for (int i = 0; i < 2; i++) {
+    int d = p.rank - 2 + i;
+    lo[d] = p.k[i] - 1 - p.p[i];
+    hi[d] = p.in[i] - 1 - (p.out[i] - 1) * p.s[i] + p.p[i];
+    in[d] = p.s[i] - 1;
+    wd[d] = p.k[i];
+  }
+  V padded = -1, init = e_k0(&e, acc, 0.0), gi = -1;
+  if (e.st == NULL) e.st = tpuc_hlo_pad(c->fn, g, init, lo, hi, in, &padded);
+  if (p.k[0] * p.k[1] <= 64) {
+    /* The CPU adds each window's share into grad_input in output order,
+     * rounding to the input dtype each time: the same sums, one window
+     * offset at a time (offsets ascending here). */
+    int64_t start[TPUC_MAX_RANK] = {0}, limit[TPUC_MAX_RANK];
+    for (int d = 0; d < p.rank; d++) limit[d] = t->dims[d];
+    for (int64_t a = 0; a < p.k[0]; a++)
+      for (int64_t b = 0; b < p.k[1]; b++) {
+        start[p.rank - 2] = a;
+        start[p.rank - 1] = b;
+        limit[p.rank - 2] = a + p.in[0];
+        limit[p.rank - 1] = b + p.in[1];
+        V part = -1;
+        if (e.st == NULL)
+          e.st = tpuc_hlo_slice(c->fn, padded, start, limit, NULL, &part);
+        gi = gi < 0 ? part : e_cvt(&e, e_cvt(&e, e_add(&e, gi, part), dt), acc);
+      }
+    c->outs[0] = e_cvt(&e, gi, dt);
+    c->nouts = 1;
+    return e.st;
+  }
+  tpuc_hlo_fn* body = NULL;
+  if (e.st == NULL)
+    e.st = tpuc_hlo_region_binary(c->module, acc, TPUC_HLO_ADD, &body);
+  tpuc_hlo_window w;
+  memset(&w, 0, sizeof w);
+  w.dims = wd;
+  if (e.st == NULL)
+    e.st = tpuc_hlo_reduce_window(c->fn, &padded, &init, 1, &w, body, &gi);
+  c->outs[0] = e_cvt(&e, gi, dt);
+  c->nouts = 1;
+  return e.st;
+}
+
+/* Adaptive pooling windows of one dim: output o covers input
+ * [floor(o * I / O), ceil((o + 1) * I / O)). */
+static int64_t adaptive_start(int64_t o, int64_t I, int64_t O) {
+  return o * I / O;
+}
+static int64_t adaptive_end(int64_t o, int64_t I, int64_t O) {
+  return ((o + 1) * I + O - 1) / O;
+}
+
+/* The i1 [O, I] matrix of adaptive windows (row o: its window). */
+static V adaptive_mask(em* e, int64_t O, int64_t I) {
+  tpuc_hlo_type t = tpuc_hlo_type_make(TPUC_DTYPE_S64, (int64_t[]){O, I}, 2);
+  em ei = em_make(e->c, TPUC_DTYPE_S64, &t);
+  V o = e_iota(&ei, &t, 0), i = e_iota(&ei, &t, 1);
+  V start = e_div(&ei, e_mul(&ei, o, e_k(&ei, (double)I)), e_k(&ei, (double)O));
+  V end = e_div(
+      &ei,
+      e_add(&ei, e_mul(&ei, e_add(&ei, o, e_k(&ei, 1.0)), e_k(&ei, (double)I)),
+            e_k(&ei, (double)(O - 1))),
+      e_k(&ei, (double)O));
+  V r = e_and(&ei, e_cmp(&ei, TPUC_HLO_GE, i, start),
+              e_cmp(&ei, TPUC_HLO_LT, i, end));
+  e_join(e, &ei);
+  return r;
+}
+
+/* x (compute dtype) with dim `dim` (size I) replaced by the sums over O
+ * adaptive windows: a window reduce when I is a multiple of O, else a
+ * masked sum over a [.., O, I, ..] broadcast. */
+static V adaptive_sum(em* e, V x, int dim, int64_t O) {
+  tpuc_hlo_type t = e_type(e, x);
+  if (e->st != NULL) return -1;
+  int64_t I = t.dims[dim];
+  if (I % O == 0) {
+    int64_t wd[TPUC_MAX_RANK];
+    for (int d = 0; d < t.rank; d++) wd[d] = d == dim ? I / O : 1;
+    tpuc_hlo_window w;
+    memset(&w, 0, sizeof w);
+    w.dims = wd;
+    w.strides = wd;
+    V init = e_k0(e, t.dtype, 0.0), out = -1;
+    tpuc_hlo_fn* body = NULL;
+    if (e->st == NULL)
+      e->st =
+          tpuc_hlo_region_binary(e->c->module, t.dtype, TPUC_HLO_ADD, &body);
+    if (e->st == NULL)
+      e->st = tpuc_hlo_reduce_window(e->c->fn, &x, &init, 1, &w, body, &out);
+    return out;
+  }
+  int64_t bd[TPUC_MAX_RANK + 1], xm[TPUC_MAX_RANK], mm[2] = {dim, dim + 1};
+  for (int d = 0, k = 0; d <= t.rank; d++) {
+    bd[d] = d < dim ? t.dims[d] : d == dim ? O : t.dims[d - 1];
+    if (d != dim) xm[k++] = d;
+  }
+  V xb = e_bcast(e, x, bd, t.rank + 1, xm);
+  V m = e_bcast(e, adaptive_mask(e, O, I), bd, t.rank + 1, mm);
+  tpuc_hlo_type bt = tpuc_hlo_type_make(t.dtype, bd, t.rank + 1);
+  em eb = em_make(e->c, t.dtype, &bt);
+  V r = e_sum(e, e_sel(&eb, m, xb, e_k(&eb, 0.0)), (int64_t[]){dim + 1}, 1);
+  e_join(e, &eb);
+  return r;
+}
+
+/* The transpose of adaptive_sum: g (dim of size O) spread to every input
+ * position of each window (dim of size I). */
+static V adaptive_spread(em* e, V g, int dim, int64_t I) {
+  tpuc_hlo_type t = e_type(e, g);
+  if (e->st != NULL) return -1;
+  int64_t O = t.dims[dim];
+  int64_t bd[TPUC_MAX_RANK + 1], gm[TPUC_MAX_RANK], mm[2] = {dim, dim + 1};
+  for (int d = 0, k = 0; d <= t.rank; d++) {
+    bd[d] = d <= dim ? t.dims[d] : d == dim + 1 ? I : t.dims[d - 1];
+    if (d != dim + 1) gm[k++] = d;
+  }
+  if (I % O == 0) {
+    /* [.., O, I/O, ..] flattened to [.., I, ..] */
+    bd[dim + 1] = I / O;
+    V b = e_bcast(e, g, bd, t.rank + 1, gm);
+    tpuc_hlo_type rt = t;
+    rt.dims[dim] = I;
+    return e_reshape(e, b, rt.dims, rt.rank);
+  }
+  V gb = e_bcast(e, g, bd, t.rank + 1, gm);
+  V m = e_bcast(e, adaptive_mask(e, O, I), bd, t.rank + 1, mm);
+  tpuc_hlo_type bt = tpuc_hlo_type_make(t.dtype, bd, t.rank + 1);
+  em eb = em_make(e->c, t.dtype, &bt);
+  V r = e_sum(e, e_sel(&eb, m, gb, e_k(&eb, 0.0)), (int64_t[]){dim}, 1);
+  e_join(e, &eb);
+  return r;
+}
+
+/* The element counts of the adaptive windows (output shape, the
+ * emitter's). */
+static V adaptive_counts(em* e, int64_t IH, int64_t IW) {
+  int r = e->shape.rank;
+  int64_t OH = e->shape.dims[r - 2], OW = e->shape.dims[r - 1];
+  double* h = malloc(sizeof(double) * (size_t)(OH + OW));
+  if (h == NULL) {
+    if (e->st == NULL) e->st = tpuc_status_make(TPUC_INTERNAL, "out of memory");
+    return -1;
+  }
+  double* w = h + OH;
+  for (int64_t o = 0; o < OH; o++)
+    h[o] = (double)(adaptive_end(o, IH, OH) - adaptive_start(o, IH, OH));
+  for (int64_t o = 0; o < OW; o++)
+    w[o] = (double)(adaptive_end(o, IW, OW) - adaptive_start(o, IW, OW));
+  int64_t mh = r - 2, mw = r - 1;
+  V vh =
+      e_bcast(e, e_vec_const(e, h, OH, e->shape.dtype), e->shape.dims, r, &mh);
+  V vw =
+      e_bcast(e, e_vec_const(e, w, OW, e->shape.dtype), e->shape.dims, r, &mw);
+  free(h);
+  return e_mul(e, vh, vw);
+}
+
+/* Checks an adaptive pooling input (argument xi) and output size. */
+static tpuc_status* adaptive_check(const op_ctx* c, int xi, int64_t OH,
+                                   int64_t OW) {
+  if (!op_is_tensor(c, xi)) return op_unimpl("unexpected arguments");
+  const tpuc_hlo_type* t = &c->types[xi];
+  if ((t->rank != 3 && t->rank != 4) || !is_float(t->dtype) || OH <= 0 ||
+      OW <= 0)
+    return op_unimpl("adaptive pooling: unusual arguments (CPU says why)");
+  /* (an empty batch is fine: the CPU wants the pooled dims non-empty) */
+  for (int d = t->rank - 2; d < t->rank; d++)
+    if (t->dims[d] == 0) return op_unimpl("empty adaptive pooling: CPU");
+  return NULL;
+}
+
+/* _adaptive_avg_pool2d(self, output_size). */
+static tpuc_status* lower_adaptive_avg_pool2d(op_ctx* c, int param) {
+  (void)param;
+  const tpuc_op_arg* os = &c->args[1];
+  if (os->kind != TPUC_OP_ARG_INT_LIST || os->list_len != 2)
+    return op_unimpl("unexpected arguments");
+  TRY(adaptive_check(c, 0, os->list[0], os->list[1]));
+  const tpuc_hlo_type* t = &c->types[0];
+  tpuc_dtype dt = t->dtype, acc = op_accumulation_dtype(dt);
+  int r = t->rank;
+  tpuc_hlo_type ot = *t;
+  ot.dtype = acc;
+  ot.dims[r - 2] = os->list[0];
+  ot.dims[r - 1] = os->list[1];
+  em e = em_make(c, acc, &ot);
+  V x = e_cvt(&e, c->vals[0], acc);
+  V s = adaptive_sum(&e, adaptive_sum(&e, x, r - 1, os->list[1]), r - 2,
+                     os->list[0]);
+  V y = e_div(&e, s, adaptive_counts(&e, t->dims[r - 2], t->dims[r - 1]));
+  c->outs[0] = e_cvt(&e, y, dt);
+  c->nouts = 1;
+  return e.st;
+}
+
+/* _adaptive_avg_pool2d_backward(grad_output, self). */
+static tpuc_status* lower_adaptive_avg_pool2d_bw(op_ctx* c, int param) {
+  (void)param;
+  if (!op_is_tensor(c, 0) || !op_is_tensor(c, 1))
+    return op_unimpl("unexpected arguments");
+  const tpuc_hlo_type* t = &c->types[1];
+  const tpuc_hlo_type* gt = &c->types[0];
+  int r = t->rank;
+  if (gt->rank != r || gt->dtype != t->dtype)
+    return op_unimpl("adaptive pooling backward: unusual grad (CPU)");
+  TRY(adaptive_check(c, 1, gt->dims[r - 2 < 0 ? 0 : r - 2],
+                     gt->dims[r - 1 < 0 ? 0 : r - 1]));
+  for (int d = 0; d < r - 2; d++)
+    if (gt->dims[d] != t->dims[d])
+      return op_unimpl("adaptive pooling backward: unusual grad (CPU)");
+  tpuc_dtype dt = t->dtype, acc = op_accumulation_dtype(dt);
+  tpuc_hlo_type ot = *gt;
+  ot.dtype = acc;
+  em e = em_make(c, acc, &ot);
+  V g = e_div(&e, e_cvt(&e, c->vals[0], acc),
+              adaptive_counts(&e, t->dims[r - 2], t->dims[r - 1]));
+  V gi = adaptive_spread(&e, adaptive_spread(&e, g, r - 2, t->dims[r - 2]),
+                         r - 1, t->dims[r - 1]);
+  c->outs[0] = e_cvt(&e, gi, dt);
+  c->nouts = 1;
+  return e.st;
+}
+
+/* (value, index) pairs x, xi with dim `dim` (size I) replaced by the max
+ * over O adaptive windows (max_index_body's choice): a reduce over a
+ * [.., O, I, ..] broadcast where positions outside a window hold the
+ * lowest value and the largest index. */
+static void adaptive_max_dim(em* e, V* x, V* xi, int dim, int64_t O) {
+  tpuc_hlo_type t = e_type(e, *x);
+  if (e->st != NULL) return;
+  int64_t I = t.dims[dim];
+  int64_t bd[TPUC_MAX_RANK + 1], xm[TPUC_MAX_RANK], mm[2] = {dim, dim + 1};
+  for (int d = 0, k = 0; d <= t.rank; d++) {
+    bd[d] = d < dim ? t.dims[d] : d == dim ? O : t.dims[d - 1];
+    if (d != dim) xm[k++] = d;
+  }
+  tpuc_hlo_type bt = tpuc_hlo_type_make(t.dtype, bd, t.rank + 1);
+  tpuc_hlo_type bi = tpuc_hlo_type_make(TPUC_DTYPE_S64, bd, t.rank + 1);
+  em ev = em_make(e->c, t.dtype, &bt), ei = em_make(e->c, TPUC_DTYPE_S64, &bi);
+  V m = e_bcast(e, adaptive_mask(e, O, I), bd, t.rank + 1, mm);
+  V v = e_sel(&ev, m, e_bcast(e, *x, bd, t.rank + 1, xm), e_k(&ev, -INFINITY));
+  V vi = e_sel(&ei, m, e_bcast(e, *xi, bd, t.rank + 1, xm),
+               e_k(&ei, 4611686018427387904.0));
+  V in[2] = {v, vi}, init[2] = {e_k0(e, t.dtype, -INFINITY), -1};
+  V outs[2] = {-1, -1};
+  e_join(e, &ev);
+  e_join(e, &ei);
+  if (e->st == NULL)
+    e->st =
+        tpuc_hlo_constant_i64(e->c->fn, TPUC_DTYPE_S64, INT64_MAX, &init[1]);
+  tpuc_hlo_fn* body = NULL;
+  if (e->st == NULL) e->st = max_index_body(e->c->module, t.dtype, &body);
+  int64_t rd = dim + 1;
+  if (e->st == NULL)
+    e->st = tpuc_hlo_reduce(e->c->fn, in, init, 2, &rd, 1, body, outs);
+  *x = outs[0];
+  *xi = outs[1];
+}
+
+/* adaptive_max_pool2d(self, output_size) -> (out, indices): windows of
+ * the last dim first, then of the one before (the winner of each row
+ * stays the first maximum or last NaN in index order). */
+static tpuc_status* lower_adaptive_max_pool2d(op_ctx* c, int param) {
+  (void)param;
+  const tpuc_op_arg* os = &c->args[1];
+  if (os->kind != TPUC_OP_ARG_INT_LIST || os->list_len != 2)
+    return op_unimpl("unexpected arguments");
+  TRY(adaptive_check(c, 0, os->list[0], os->list[1]));
+  const tpuc_hlo_type* t = &c->types[0];
+  int r = t->rank;
+  em e = em_make(c, t->dtype, t);
+  V x = c->vals[0], xi = plane_index(&e, t);
+  adaptive_max_dim(&e, &x, &xi, r - 1, os->list[1]);
+  adaptive_max_dim(&e, &x, &xi, r - 2, os->list[0]);
+  c->outs[0] = x;
+  c->outs[1] = xi;
+  c->nouts = 2;
+  return e.st;
+}
+
+/* adaptive_max_pool2d_backward(grad_output, self, indices). */
+static tpuc_status* lower_adaptive_max_pool2d_bw(op_ctx* c, int param) {
+  (void)param;
+  if (!op_is_tensor(c, 0) || !op_is_tensor(c, 1) || !op_is_tensor(c, 2))
+    return op_unimpl("unexpected arguments");
+  const tpuc_hlo_type* t = &c->types[1];
+  const tpuc_hlo_type* gt = &c->types[0];
+  int r = t->rank;
+  if (gt->rank != r || gt->dtype != t->dtype ||
+      c->types[2].dtype != TPUC_DTYPE_S64 || !same_dims(&c->types[2], gt))
+    return op_unimpl("adaptive max pooling backward: unusual arguments");
+  TRY(adaptive_check(c, 1, gt->dims[r - 2], gt->dims[r - 1]));
+  for (int d = 0; d < r - 2; d++)
+    if (gt->dims[d] != t->dims[d])
+      return op_unimpl("adaptive max pooling backward: unusual grad");
+  return max_scatter(c, 2, t);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Upsampling over the trailing `ns` dims of [N, C, spatial...], and
+ * reflection / replication padding. Each spatial dim maps output to input
+ * positions through index vectors, so the forwards gather along one dim
+ * at a time and the backwards scatter-add. */
+
+/* The scale of one dim as the CPU's compute_scales_value<float>: 1 /
+ * scales[i] (rounded to f32) when argument si holds a positive value, else
+ * in / out in f32. A rank-0 value of `dt`. */
+static V up_scale(em* e, int si, int64_t in, int64_t out, tpuc_dtype dt) {
+  double q = dt == TPUC_DTYPE_F64 ? (double)in / (double)out
+                                  : (double)((float)in / (float)out);
+  V dflt = e_k0(e, dt, q);
+  if (si < 0 || op_is_none(e->c, si)) return dflt;
+  V s = -1;
+  if (e->st == NULL) e->st = op_scalar(e->c, si, TPUC_DTYPE_F64, NULL, &s);
+  V inv = e_cvt(e, e_div(e, e_k0(e, TPUC_DTYPE_F64, 1.0), s), dt);
+  V pos = e_cmp(e, TPUC_HLO_GT, s, e_k0(e, TPUC_DTYPE_F64, 0.0));
+  return e_sel(e, pos, inv, dflt);
+}
+
+/* Source indices (s64 [out]) of upsample_nearest along one dim (scales
+ * argument si or -1): the CPU's nearest_idx, or with `exact`
+ * nearest_exact_idx. */
+static V nearest_index(em* e, int si, int64_t in, int64_t out, bool exact) {
+  tpuc_hlo_type it = tpuc_hlo_type_make(TPUC_DTYPE_S64, &out, 1);
+  em ei = em_make(e->c, TPUC_DTYPE_S64, &it);
+  V o = e_iota(&ei, &it, 0), r;
+  if (!exact && out == in) {
+    r = o;
+  } else if (!exact && out == 2 * in) {
+    r = e_div(&ei, o, e_k(&ei, 2.0));
+  } else {
+    /* floor(o * scale) in f32; exact: floor((o + 0.5) * scale), the
+     * product in f64 and rounded to f32 first */
+    tpuc_dtype pd = exact ? TPUC_DTYPE_F64 : TPUC_DTYPE_F32;
+    tpuc_hlo_type pt = tpuc_hlo_type_make(pd, &out, 1);
+    em ef = em_make(e->c, pd, &pt);
+    V scale = up_scale(&ef, si, in, out, TPUC_DTYPE_F32);
+    scale = e_bcast(&ef, e_cvt(&ef, scale, pd), &out, 1, NULL);
+    V src = e_cvt(&ef, o, pd);
+    if (exact) src = e_add(&ef, src, e_k(&ef, 0.5));
+    src = e_cvt(&ef, e_mul(&ef, src, scale), TPUC_DTYPE_F32);
+    src = e_un(&ef, TPUC_HLO_FLOOR, src);
+    r = e_min(&ei, e_cvt(&ef, src, TPUC_DTYPE_S64), e_k(&ei, (double)(in - 1)));
+    e_join(&ei, &ef);
+  }
+  e_join(e, &ei);
+  return r;
+}
+
+/* Linear interpolation of one dim (the CPU's
+ * compute_indices_weights_linear): source indices i0, i1 (s64 [out]) and
+ * weights l0, l1 ([out] in the compute dtype `acc`). */
+static void linear_index(em* e, int si, bool align, int64_t in, int64_t out,
+                         tpuc_dtype acc, V* i0, V* i1, V* l0, V* l1) {
+  tpuc_hlo_type it = tpuc_hlo_type_make(TPUC_DTYPE_S64, &out, 1);
+  tpuc_hlo_type ft = tpuc_hlo_type_make(acc, &out, 1);
+  em ei = em_make(e->c, TPUC_DTYPE_S64, &it);
+  em ef = em_make(e->c, acc, &ft);
+  V scale;
+  if (align) {
+    double q = out > 1 ? (double)(in - 1) / (double)(out - 1) : 0.0;
+    if (acc != TPUC_DTYPE_F64)
+      q = out > 1 ? (double)((float)(in - 1) / (float)(out - 1)) : 0.0;
+    scale = e_k(&ef, q);
+  } else {
+    scale = e_bcast(&ef, up_scale(&ef, si, in, out, acc), &out, 1, NULL);
+  }
+  V o = e_cvt(&ef, e_iota(&ei, &it, 0), acc), src;
+  if (align) {
+    src = e_mul(&ef, scale, o);
+  } else {
+    src = e_sub(&ef, e_mul(&ef, scale, e_add(&ef, o, e_k(&ef, 0.5))),
+                e_k(&ef, 0.5));
+    src = e_max(&ef, src, e_k(&ef, 0.0));
+  }
+  V idx = e_min(&ei, e_cvt(&ef, e_un(&ef, TPUC_HLO_FLOOR, src), TPUC_DTYPE_S64),
+                e_k(&ei, (double)(in - 1)));
+  V lam = e_sub(&ef, src, e_cvt(&ef, idx, acc));
+  lam = e_min(&ef, e_max(&ef, lam, e_k(&ef, 0.0)), e_k(&ef, 1.0));
+  *i0 = idx;
+  *i1 =
+      e_add(&ei, idx,
+            e_cvt(&ei, e_cmp(&ei, TPUC_HLO_LT, idx, e_k(&ei, (double)(in - 1))),
+                  TPUC_DTYPE_S64));
+  *l1 = lam;
+  *l0 = e_sub(&ef, e_k(&ef, 1.0), lam);
+  e_join(e, &ei);
+  e_join(e, &ef);
+}
+
+/* w (a [n] vector) broadcast along `dim` of `shape`. */
+static V along(em* e, V w, const tpuc_hlo_type* shape, int dim) {
+  int64_t m = dim;
+  return e_bcast(e, w, shape->dims, shape->rank, &m);
+}
+
+enum {
+  UP_NEAREST = 1,
+  UP_NEAREST_EXACT,
+  UP_LINEAR,
+  UP_BW = 0x100,
+};
+
+/* upsample_nearest{1,2,3}d(self, output_size, scales...) and
+ * _upsample_nearest_exact2d, upsample_bilinear2d(self, output_size,
+ * align_corners, scales_h, scales_w) and the backwards (grad_output,
+ * output_size, input_size, [align_corners,] scales...). `param`: kind |
+ * UP_BW, spatial dims in bits 4..7. */
+static tpuc_status* lower_upsample(op_ctx* c, int param) {
+  int kind = param & 0xf, ns = (param >> 4) & 0xf;
+  bool backward = (param & UP_BW) != 0;
+  bool linear = kind == UP_LINEAR;
+  int sc = (backward ? 3 : 2) + (linear ? 1 : 0); /* first scale */
+  const tpuc_op_arg* os = &c->args[1];
+  if (!op_is_tensor(c, 0) || os->kind != TPUC_OP_ARG_INT_LIST ||
+      (int)os->list_len != ns ||
+      (linear && c->args[sc - 1].kind != TPUC_OP_ARG_BOOL))
+    return op_unimpl("unexpected arguments");
+  for (int i = 0; i < ns; i++)
+    if (!op_is_none(c, sc + i) && !op_is_value(c, sc + i))
+      return op_unimpl("unexpected arguments");
+  bool align = linear && c->args[sc - 1].i != 0;
+  const tpuc_hlo_type* t = &c->types[0];
+  int r = ns + 2;
+  int64_t in[3], out[3];
+  tpuc_hlo_type it = *t; /* the input's type */
+  if (backward) {
+    const tpuc_op_arg* is = &c->args[2];
+    if (is->kind != TPUC_OP_ARG_INT_LIST || (int)is->list_len != r ||
+        t->rank != r)
+      return op_unimpl("unexpected arguments");
+    for (int d = 0; d < r; d++) it.dims[d] = is->list[d];
+  }
+  /* (nearest also takes uint8 forward: a gather) */
+  bool u8 = t->dtype == TPUC_DTYPE_U8 && !linear && !backward;
+  if (it.rank != r || (!is_float(t->dtype) && !u8))
+    return op_unimpl("upsample: unusual input (CPU says why)");
+  for (int i = 0; i < ns; i++) {
+    in[i] = it.dims[2 + i];
+    out[i] = os->list[i];
+    if (in[i] <= 0 || out[i] <= 0)
+      return op_unimpl("upsample: unusual sizes (CPU says why)");
+  }
+  for (int d = 0; d < r; d++) {
+    if (it.dims[d] <= 0) return op_unimpl("empty upsample: CPU");
+    if (backward && t->dims[d] != (d < 2 ? it.dims[d] : out[d - 2]))
+      return op_unimpl("upsample backward: unusual grad (CPU says why)");
+  }
+  tpuc_dtype dt = t->dtype, acc = op_accumulation_dtype(dt);
+  /* Half floats interpolate in f64 forward: the CPU's f32 arithmetic
+   * (fused, it seems) rounds to the same half values as exact sums,
+   * which plain f32 sums sometimes miss by an ulp. Indices and weights
+   * are computed in f32, as there. */
+  tpuc_dtype wide = !backward && linear && acc != dt ? TPUC_DTYPE_F64 : acc;
+  em e = em_make(c, wide, t);
+  V x = c->vals[0];
+  if (backward || linear) x = e_cvt(&e, x, wide);
+  for (int i = 0; i < ns && e.st == NULL; i++) {
+    /* forward: dims one by one from the last (the CPU's order of the
+     * linear terms); backward: the transposes in reverse */
+    int k = backward ? i : ns - 1 - i, dim = 2 + k;
+    int si = sc + k;
+    if (!linear) {
+      V idx = nearest_index(&e, si, in[k], out[k], kind == UP_NEAREST_EXACT);
+      x = backward ? e_put_add(&e, x, dim, idx, in[k])
+                   : e_take(&e, x, dim, idx);
+      continue;
+    }
+    V i0, i1, l0, l1;
+    linear_index(&e, si, align, in[k], out[k], acc, &i0, &i1, &l0, &l1);
+    l0 = e_cvt(&e, l0, wide);
+    l1 = e_cvt(&e, l1, wide);
+    tpuc_hlo_type xt = e_type(&e, x);
+    if (e.st != NULL) break;
+    if (backward) {
+      V a =
+          e_put_add(&e, e_mul(&e, x, along(&e, l0, &xt, dim)), dim, i0, in[k]);
+      V b =
+          e_put_add(&e, e_mul(&e, x, along(&e, l1, &xt, dim)), dim, i1, in[k]);
+      x = e_add(&e, a, b);
+    } else {
+      V a = e_take(&e, x, dim, i0), b = e_take(&e, x, dim, i1);
+      tpuc_hlo_type at = e_type(&e, a);
+      x = e_add(&e, e_mul(&e, a, along(&e, l0, &at, dim)),
+                e_mul(&e, b, along(&e, l1, &at, dim)));
+    }
+  }
+  c->outs[0] = e_cvt(&e, x, dt);
+  c->nouts = 1;
+  return e.st;
+}
+
+/* Reflection / replication padding: kind, and spatial dims in bits
+ * 4..7. */
+enum { PAD_REFLECT = 1, PAD_REPLICATE, PAD_BW = 0x100 };
+
+/* reflection_pad{1,2}d / replication_pad{1,2}d(self, padding) and the
+ * backwards (grad_output, self, padding). padding holds (before, after)
+ * pairs from the last dim backwards. */
+static tpuc_status* lower_pad_mode(op_ctx* c, int param) {
+  int kind = param & 0xf, ns = (param >> 4) & 0xf;
+  bool backward = (param & PAD_BW) != 0;
+  int xi = backward ? 1 : 0, pi = xi + 1;
+  const tpuc_op_arg* pa = &c->args[pi];
+  if (!op_is_tensor(c, xi) || pa->kind != TPUC_OP_ARG_INT_LIST ||
+      (int)pa->list_len != 2 * ns || (backward && !op_is_tensor(c, 0)))
+    return op_unimpl("unexpected arguments");
+  const tpuc_hlo_type* t = &c->types[xi];
+  tpuc_dtype dt = t->dtype;
+  /* (half replication backwards: the CPU adds an edge's many grads one
+   * by one in the half dtype, which a sum does not round alike) */
+  bool half = dt == TPUC_DTYPE_F16 || dt == TPUC_DTYPE_BF16;
+  if ((t->rank != ns + 1 && t->rank != ns + 2) || dt == TPUC_DTYPE_PRED ||
+      (backward && (!is_float(dt) || (half && kind == PAD_REPLICATE))))
+    return op_unimpl("padding: unusual input (CPU says why)");
+  for (int d = 0; d < t->rank; d++)
+    if (t->dims[d] == 0) return op_unimpl("empty padding: CPU");
+  tpuc_hlo_type ot = *t;
+  for (int k = 0; k < ns; k++) {
+    int d = t->rank - 1 - k;
+    int64_t a = pa->list[2 * k], b = pa->list[2 * k + 1];
+    /* (replication takes negative padding: a crop, the same clamp) */
+    if (t->dims[d] + a + b <= 0 ||
+        (kind == PAD_REFLECT &&
+         (a < 0 || b < 0 || a >= t->dims[d] || b >= t->dims[d])))
+      return op_unimpl("padding: unusual sizes (CPU says why)");
+    ot.dims[d] = t->dims[d] + a + b;
+  }
+  if (backward && !tpuc_hlo_type_equal(&c->types[0], &ot))
+    return op_unimpl("padding backward: unusual grad (CPU says why)");
+  tpuc_dtype acc = op_accumulation_dtype(dt);
+  em e = em_make(c, backward ? acc : dt, t);
+  V x = backward ? e_cvt(&e, c->vals[0], acc) : c->vals[0];
+  for (int k = 0; k < ns && e.st == NULL; k++) {
+    int d = t->rank - 1 - k;
+    int64_t n = t->dims[d], a = pa->list[2 * k], m = ot.dims[d];
+    int64_t* idx = malloc(sizeof(int64_t) * (size_t)m);
+    if (idx == NULL) return tpuc_status_make(TPUC_INTERNAL, "out of memory");
+    for (int64_t o = 0; o < m; o++) {
+      int64_t i = o - a;
+      if (kind == PAD_REFLECT)
+        i = i < 0 ? -i : i >= n ? 2 * (n - 1) - i : i;
+      else
+        i = i < 0 ? 0 : i >= n ? n - 1 : i;
+      idx[o] = i;
+    }
+    V iv = e_index_const(&e, idx, m);
+    free(idx);
+    x = backward ? e_put_add(&e, x, d, iv, n) : e_take(&e, x, d, iv);
+  }
+  c->outs[0] = e_cvt(&e, x, dt);
+  c->nouts = 1;
   return e.st;
 }
 
@@ -1338,5 +2748,111 @@ const op_entry op_table_nn[] = {
     {"aten::convolution.out", lower_conv, 0},
     {"aten::convolution_backward", lower_conv_bw, 0},
     {"aten::convolution_backward.out", lower_conv_bw, 0},
+    {"aten::_native_batch_norm_legit", lower_batch_norm, BN_LEGIT},
+    {"aten::_native_batch_norm_legit.out", lower_batch_norm, BN_LEGIT},
+    {"aten::_native_batch_norm_legit.no_stats", lower_batch_norm, BN_NO_STATS},
+    {"aten::_native_batch_norm_legit.no_stats_out", lower_batch_norm,
+     BN_NO_STATS},
+    {"aten::_native_batch_norm_legit_no_training", lower_batch_norm,
+     BN_NO_TRAINING},
+    {"aten::_native_batch_norm_legit_no_training.out", lower_batch_norm,
+     BN_NO_TRAINING},
+    {"aten::native_batch_norm_backward", lower_batch_norm_bw, 0},
+    {"aten::native_batch_norm_backward.out", lower_batch_norm_bw, 0},
+    {"aten::native_group_norm", lower_group_norm, 0},
+    {"aten::native_group_norm.out", lower_group_norm, 0},
+    {"aten::native_group_norm_backward", lower_group_norm_bw, 0},
+    {"aten::native_group_norm_backward.out", lower_group_norm_bw, 0},
+    {"aten::max_pool2d_with_indices", lower_max_pool2d, 0},
+    {"aten::max_pool2d_with_indices.out", lower_max_pool2d, 0},
+    {"aten::max_pool2d_with_indices_backward", lower_max_pool2d_bw, 0},
+    {"aten::max_pool2d_with_indices_backward.grad_input", lower_max_pool2d_bw,
+     0},
+    {"aten::avg_pool2d", lower_avg_pool2d, 0},
+    {"aten::avg_pool2d.out", lower_avg_pool2d, 0},
+    {"aten::avg_pool2d_backward", lower_avg_pool2d_bw, 0},
+    {"aten::avg_pool2d_backward.grad_input", lower_avg_pool2d_bw, 0},
+    {"aten::_adaptive_avg_pool2d", lower_adaptive_avg_pool2d, 0},
+    {"aten::_adaptive_avg_pool2d.out", lower_adaptive_avg_pool2d, 0},
+    {"aten::_adaptive_avg_pool2d_backward", lower_adaptive_avg_pool2d_bw, 0},
+    {"aten::_adaptive_avg_pool2d_backward.out", lower_adaptive_avg_pool2d_bw,
+     0},
+    {"aten::adaptive_max_pool2d", lower_adaptive_max_pool2d, 0},
+    {"aten::adaptive_max_pool2d.out", lower_adaptive_max_pool2d, 0},
+    {"aten::adaptive_max_pool2d_backward", lower_adaptive_max_pool2d_bw, 0},
+    {"aten::adaptive_max_pool2d_backward.grad_input",
+     lower_adaptive_max_pool2d_bw, 0},
+    {"aten::upsample_nearest1d", lower_upsample, UP_NEAREST | 1 << 4},
+    {"aten::upsample_nearest1d.out", lower_upsample, UP_NEAREST | 1 << 4},
+    {"aten::upsample_nearest1d_backward", lower_upsample,
+     UP_NEAREST | UP_BW | 1 << 4},
+    {"aten::upsample_nearest1d_backward.grad_input", lower_upsample,
+     UP_NEAREST | UP_BW | 1 << 4},
+    {"aten::upsample_nearest2d", lower_upsample, UP_NEAREST | 2 << 4},
+    {"aten::upsample_nearest2d.out", lower_upsample, UP_NEAREST | 2 << 4},
+    {"aten::upsample_nearest2d_backward", lower_upsample,
+     UP_NEAREST | UP_BW | 2 << 4},
+    {"aten::upsample_nearest2d_backward.grad_input", lower_upsample,
+     UP_NEAREST | UP_BW | 2 << 4},
+    {"aten::upsample_nearest3d", lower_upsample, UP_NEAREST | 3 << 4},
+    {"aten::upsample_nearest3d.out", lower_upsample, UP_NEAREST | 3 << 4},
+    {"aten::upsample_nearest3d_backward", lower_upsample,
+     UP_NEAREST | UP_BW | 3 << 4},
+    {"aten::upsample_nearest3d_backward.grad_input", lower_upsample,
+     UP_NEAREST | UP_BW | 3 << 4},
+    {"aten::_upsample_nearest_exact1d", lower_upsample,
+     UP_NEAREST_EXACT | 1 << 4},
+    {"aten::_upsample_nearest_exact1d.out", lower_upsample,
+     UP_NEAREST_EXACT | 1 << 4},
+    {"aten::_upsample_nearest_exact1d_backward", lower_upsample,
+     UP_NEAREST_EXACT | UP_BW | 1 << 4},
+    {"aten::_upsample_nearest_exact1d_backward.grad_input", lower_upsample,
+     UP_NEAREST_EXACT | UP_BW | 1 << 4},
+    {"aten::_upsample_nearest_exact2d", lower_upsample,
+     UP_NEAREST_EXACT | 2 << 4},
+    {"aten::_upsample_nearest_exact2d.out", lower_upsample,
+     UP_NEAREST_EXACT | 2 << 4},
+    {"aten::_upsample_nearest_exact2d_backward", lower_upsample,
+     UP_NEAREST_EXACT | UP_BW | 2 << 4},
+    {"aten::_upsample_nearest_exact2d_backward.grad_input", lower_upsample,
+     UP_NEAREST_EXACT | UP_BW | 2 << 4},
+    {"aten::_upsample_nearest_exact3d", lower_upsample,
+     UP_NEAREST_EXACT | 3 << 4},
+    {"aten::_upsample_nearest_exact3d.out", lower_upsample,
+     UP_NEAREST_EXACT | 3 << 4},
+    {"aten::_upsample_nearest_exact3d_backward", lower_upsample,
+     UP_NEAREST_EXACT | UP_BW | 3 << 4},
+    {"aten::_upsample_nearest_exact3d_backward.grad_input", lower_upsample,
+     UP_NEAREST_EXACT | UP_BW | 3 << 4},
+    {"aten::upsample_bilinear2d", lower_upsample, UP_LINEAR | 2 << 4},
+    {"aten::upsample_bilinear2d.out", lower_upsample, UP_LINEAR | 2 << 4},
+    {"aten::upsample_bilinear2d_backward", lower_upsample,
+     UP_LINEAR | UP_BW | 2 << 4},
+    {"aten::upsample_bilinear2d_backward.grad_input", lower_upsample,
+     UP_LINEAR | UP_BW | 2 << 4},
+    {"aten::reflection_pad1d", lower_pad_mode, PAD_REFLECT | 1 << 4},
+    {"aten::reflection_pad1d.out", lower_pad_mode, PAD_REFLECT | 1 << 4},
+    {"aten::reflection_pad1d_backward", lower_pad_mode,
+     PAD_REFLECT | PAD_BW | 1 << 4},
+    {"aten::reflection_pad1d_backward.grad_input", lower_pad_mode,
+     PAD_REFLECT | PAD_BW | 1 << 4},
+    {"aten::reflection_pad2d", lower_pad_mode, PAD_REFLECT | 2 << 4},
+    {"aten::reflection_pad2d.out", lower_pad_mode, PAD_REFLECT | 2 << 4},
+    {"aten::reflection_pad2d_backward", lower_pad_mode,
+     PAD_REFLECT | PAD_BW | 2 << 4},
+    {"aten::reflection_pad2d_backward.grad_input", lower_pad_mode,
+     PAD_REFLECT | PAD_BW | 2 << 4},
+    {"aten::replication_pad1d", lower_pad_mode, PAD_REPLICATE | 1 << 4},
+    {"aten::replication_pad1d.out", lower_pad_mode, PAD_REPLICATE | 1 << 4},
+    {"aten::replication_pad1d_backward", lower_pad_mode,
+     PAD_REPLICATE | PAD_BW | 1 << 4},
+    {"aten::replication_pad1d_backward.grad_input", lower_pad_mode,
+     PAD_REPLICATE | PAD_BW | 1 << 4},
+    {"aten::replication_pad2d", lower_pad_mode, PAD_REPLICATE | 2 << 4},
+    {"aten::replication_pad2d.out", lower_pad_mode, PAD_REPLICATE | 2 << 4},
+    {"aten::replication_pad2d_backward", lower_pad_mode,
+     PAD_REPLICATE | PAD_BW | 2 << 4},
+    {"aten::replication_pad2d_backward.grad_input", lower_pad_mode,
+     PAD_REPLICATE | PAD_BW | 2 << 4},
     {NULL, NULL, 0},
 };

@@ -21,6 +21,9 @@ def close(dev, cpu, **tol):
     cpus = cpu if isinstance(cpu, (tuple, list)) else [cpu]
     assert len(devs) == len(cpus)
     for d, c in zip(devs, cpus):
+        if c is None:  # an undefined result (output_mask)
+            assert d is None
+            continue
         assert d.device.type == "tpu"
         assert d.dtype == c.dtype and d.shape == c.shape, (d.dtype, c.dtype,
                                                            d.shape, c.shape)
@@ -315,3 +318,358 @@ def test_transposed_convolution_runs_on_cpu_correctly():
     x, w = torch.randn(2, 4, 5, 5), torch.randn(4, 3, 3, 3)
     fn = lambda x, w: F.conv_transpose2d(x, w, stride=2, output_padding=1)
     close(fn(tpu(x), tpu(w)), fn(x, w))
+
+
+# ---- batch norm, group norm, pooling, upsampling, padding ----
+
+A = torch.ops.aten
+ALL_MASKS = [[True, True, True], [True, False, False], [False, True, True]]
+
+
+def bn_legit(training, momentum=0.1, eps=1e-5):
+    """_native_batch_norm_legit with its updated running stats returned."""
+
+    def fn(x, w, b, rm, rv):
+        rm, rv = rm.clone(), rv.clone()
+        out = A._native_batch_norm_legit(x, w, b, rm, rv, training, momentum,
+                                         eps)
+        return list(out) + [rm, rv]
+
+    return fn
+
+
+@pytest.mark.parametrize("dtype", FLOAT, ids=str)
+@pytest.mark.parametrize("training", [True, False])
+def test_batch_norm_forward(dtype, training):
+    torch.manual_seed(0)
+    x = rand((4, 3, 5, 6), dtype)
+    w, b = rand((3,), dtype), rand((3,), dtype)
+    rm, rv = rand((3,), dtype), (torch.rand(3) + 0.5).to(dtype)
+    check_native(bn_legit(training), x, w, b, rm, rv)
+    check_native(bn_legit(training, 0.3, 1e-3), x, None, None, rm, rv)
+    # 2-d and 3-d inputs, non-contiguous (the CPU's strided path rounds
+    # half floats differently)
+    half_tol = {"atol": 2e-2, "rtol": 2e-2} if dtype in (
+        torch.bfloat16, torch.float16) else {}
+    check_native(bn_legit(training), x[:, :, 0, 0].contiguous(), w, b, rm, rv)
+    check_native(bn_legit(training), x[:, :, 0, 0], w, b, rm, rv, **half_tol)
+    check_native(bn_legit(training), x[:, :, 1].transpose(0, 2), None, b,
+                 rm, rv, **half_tol)
+    check_native(lambda x, rm, rv: A._native_batch_norm_legit_no_training(
+        x, None, None, rm, rv, 0.1, 1e-5), x, rm, rv)
+    if training:
+        check_native(lambda x, w: A._native_batch_norm_legit.no_stats(
+            x, w, None, True, 0.1, 1e-5), x, w)
+    if dtype in (torch.bfloat16, torch.float16):
+        # half input with f32 parameters and stats: f32 statistics
+        f = [t.float() for t in (w, b, rm, rv)]
+        check_native(bn_legit(training), x, *f)
+        check_native(bn_legit(training), x, None, None, f[2], f[3])
+
+
+def test_batch_norm_modules_update_running_stats_in_place():
+    torch.manual_seed(0)
+    x = rand((8, 4, 3, 3), torch.float32)
+    for kw in ({}, {"momentum": None}, {"track_running_stats": False},
+               {"affine": False}):
+        cpu = torch.nn.BatchNorm2d(4, **kw)
+        dev = torch.nn.BatchNorm2d(4, **kw).to("tpu")
+        tpuc.fallback_reset()
+        for _ in range(3):
+            yc, yd = cpu(x), dev(tpu(x))
+        cpu.eval()
+        dev.eval()
+        yc2, yd2 = cpu(x), dev(tpu(x))
+        assert tpuc.fallback_report() == {}, tpuc.fallback_report()
+        close([yd, yd2], [yc, yc2])
+        if cpu.running_mean is not None:
+            close([dev.running_mean, dev.running_var, dev.num_batches_tracked],
+                  [cpu.running_mean, cpu.running_var,
+                   cpu.num_batches_tracked])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64,
+                                   torch.bfloat16], ids=str)
+@pytest.mark.parametrize("train", [True, False])
+def test_batch_norm_backward(dtype, train):
+    torch.manual_seed(0)
+    g, x = rand((4, 3, 5, 2), dtype, 1.0), rand((4, 3, 5, 2), dtype)
+    w = rand((3,), dtype)
+    sm, si = rand((3,), dtype, 1.0), (torch.rand(3) + 0.5).to(dtype)
+    rm, rv = rand((3,), dtype, 1.0), (torch.rand(3) + 0.5).to(dtype)
+    for mask in ALL_MASKS:
+        check_native(lambda g, x, w, rm, rv, sm, si: A.native_batch_norm_backward(
+            g, x, w, rm, rv, sm, si, train, 1e-5, mask), g, x, w, rm, rv, sm,
+            si)
+    check_native(lambda g, x, rm, rv, sm, si: A.native_batch_norm_backward(
+        g, x, None, rm, rv, sm, si, train, 1e-5, ALL_MASKS[0]), g, x, rm, rv,
+        sm, si)
+
+
+def test_batch_norm_autograd_and_masked_results():
+    torch.manual_seed(0)
+    x = rand((6, 3, 4, 4), torch.float32)
+    w, b = rand((3,), torch.float32), rand((3,), torch.float32)
+
+    def grads(x, w, b, need_x):
+        x = x.detach().requires_grad_(need_x)
+        w, b = w.detach().requires_grad_(), b.detach().requires_grad_()
+        y = F.batch_norm(x, None, None, w, b, training=True)
+        ins = [x, w, b] if need_x else [w, b]
+        return torch.autograd.grad((y * y).sum(), ins)
+
+    check_native(lambda x, w, b: grads(x, w, b, True), x, w, b, rtol=1e-4,
+                 atol=1e-4)
+    check_native(lambda x, w, b: grads(x, w, b, False), x, w, b, rtol=1e-4,
+                 atol=1e-4)
+    # the binding returns None for a masked-out result
+    tpuc.fallback_reset()
+    r = A.native_batch_norm_backward(tpu(x), tpu(x), tpu(w), None, None,
+                                     tpu(w), tpu(b), True, 1e-5,
+                                     [False, True, False])
+    assert tpuc.fallback_report() == {}
+    assert r[0] is None and r[2] is None and r[1].device.type == "tpu"
+
+
+@pytest.mark.parametrize("dtype", FLOAT, ids=str)
+def test_group_norm(dtype):
+    torch.manual_seed(0)
+    x = rand((2, 6, 4, 5), dtype)
+    w, b = rand((6,), dtype), rand((6,), dtype)
+    gn = A.native_group_norm
+    check_native(lambda x, w, b: gn(x, w, b, 2, 6, 20, 3, 1e-5), x, w, b)
+    check_native(lambda x: gn(x, None, None, 2, 6, 20, 6, 1e-3), x)
+    check_native(lambda x: gn(x, None, None, 2, 6, 1, 2, 1e-5),
+                 x[:, :, 0, 0].contiguous())
+    if dtype in (torch.bfloat16, torch.float16):
+        check_native(lambda x, w: gn(x, w, None, 2, 6, 20, 3, 1e-5), x,
+                     w.float())
+    if dtype == torch.float16:
+        return
+    mean, rstd = gn(x, None, None, 2, 6, 20, 3, 1e-5)[1:]
+    g = rand((2, 6, 4, 5), dtype, 1.0)
+    for mask in ALL_MASKS:
+        check_native(lambda g, x, m, r, w: A.native_group_norm_backward(
+            g, x, m, r, w, 2, 6, 20, 3, mask), g, x, mean, rstd, w)
+    check_native(lambda g, x, m, r: A.native_group_norm_backward(
+        g, x, m, r, None, 2, 6, 20, 3, [True, False, False]), g, x, mean,
+        rstd)
+
+
+def test_group_norm_module_autograd():
+    x = rand((3, 8, 5), torch.float32)
+    for affine in (True, False):
+        torch.manual_seed(0)
+        cpu = torch.nn.GroupNorm(4, 8, affine=affine)
+        torch.manual_seed(0)
+        dev = torch.nn.GroupNorm(4, 8, affine=affine).to("tpu")
+
+        def run(m, x):
+            x = x.detach().requires_grad_()
+            y = m(x)
+            params = [x] + list(m.parameters())
+            return [y] + list(torch.autograd.grad((y * y).sum(), params))
+
+        cpu_out = run(cpu, x)
+        tpuc.fallback_reset()
+        dev_out = run(dev, tpu(x))
+        assert tpuc.fallback_report() == {}, tpuc.fallback_report()
+        close(dev_out, cpu_out, rtol=1e-4, atol=1e-4)
+
+
+POOLS = [  # kernel, stride, padding, dilation, ceil_mode
+    ([2, 2], [], [0, 0], [1, 1], False),
+    ([3, 3], [2, 2], [1, 1], [1, 1], True),
+    ([3, 2], [2, 1], [1, 0], [2, 1], False),
+    ([2, 2], [3, 3], [1, 1], [1, 1], True),
+    ([3], [1], [1], [1], False),
+]
+
+
+@pytest.mark.parametrize("case", range(len(POOLS)))
+def test_max_pool2d(case):
+    args = POOLS[case]
+    torch.manual_seed(0)
+    x = rand((2, 3, 9, 11), torch.float32)
+    x[0, 0, 1, 1:3] = float("nan")
+    x[1, 1, :3, :3] = float("-inf")
+    x[1, 2, 4, :] = x[1, 2, 5, :]  # ties
+    mp = A.max_pool2d_with_indices
+    for dt in (torch.float32, torch.float64, torch.bfloat16, torch.int32):
+        xx = x.nan_to_num(0.0, 100.0, -100.0).to(dt) if dt == torch.int32 \
+            else x.to(dt)
+        check_native(lambda x: mp(x, *args), xx)
+    check_native(lambda x: mp(x, *args), x[0].transpose(1, 2))  # 3-d, strided
+    out, idx = mp(x, *args)
+    g = rand(out.shape, torch.float32, 1.0)
+    check_native(lambda g, x, i: A.max_pool2d_with_indices_backward(
+        g, x, *args, i), g, x, idx)
+
+
+@pytest.mark.parametrize("case", range(len(POOLS)))
+@pytest.mark.parametrize("count_include_pad", [True, False])
+@pytest.mark.parametrize("divisor", [None, 5])
+def test_avg_pool2d(case, count_include_pad, divisor):
+    k, s, p, _, ceil = POOLS[case]
+    torch.manual_seed(0)
+    x = rand((2, 3, 9, 11), torch.float32)
+    extra = (ceil, count_include_pad, divisor)
+    check_native(lambda x: A.avg_pool2d(x, k, s, p, *extra), x)
+    check_native(lambda x: A.avg_pool2d(x, k, s, p, *extra), x[0].bfloat16())
+    out = A.avg_pool2d(x, k, s, p, *extra)
+    g = rand(out.shape, torch.float32, 1.0)
+    check_native(lambda g, x: A.avg_pool2d_backward(g, x, k, s, p, *extra),
+                 g, x)
+
+
+def test_pool_modules_1d_out_and_errors():
+    torch.manual_seed(0)
+    x = rand((2, 3, 12), torch.float32)
+    # the 1-d pools reach the device as the 2-d ops
+    for m in (torch.nn.MaxPool1d(3, 2, 1), torch.nn.AvgPool1d(3, 2, 1),
+              torch.nn.MaxPool2d(2), torch.nn.AvgPool2d(2, ceil_mode=True)):
+        xx = x if "1d" in type(m).__name__ else x.view(2, 3, 3, 4)
+
+        def grad(x):
+            x = x.detach().requires_grad_()
+            y = m(x)
+            return [y] + list(torch.autograd.grad((y * y).sum(), x))
+
+        check_native(grad, xx)
+    x4 = x.view(2, 3, 3, 4)
+    outs = [torch.empty(0, device="tpu"),
+            torch.empty(0, device="tpu", dtype=torch.long)]
+    tpuc.fallback_reset()
+    A.max_pool2d_with_indices.out(tpu(x4), [2, 2], out=outs[0],
+                                  indices=outs[1])
+    o = torch.empty(0, device="tpu")
+    A.avg_pool2d.out(tpu(x4), [2, 2], out=o)
+    assert tpuc.fallback_report() == {}
+    close(outs, A.max_pool2d_with_indices(x4, [2, 2]))
+    close(o, A.avg_pool2d(x4, [2, 2]))
+    # bad windows are the CPU's errors
+    with pytest.raises(RuntimeError, match="pad should be at most half"):
+        F.max_pool2d(tpu(x4), 3, padding=2)
+    with pytest.raises(RuntimeError):
+        F.avg_pool2d(tpu(x4), 5)
+
+
+@pytest.mark.parametrize("size", [[1, 1], [3, 3], [4, 5], [9, 11], [7, 3],
+                                  [12, 13]], ids=str)
+def test_adaptive_pools(size):
+    torch.manual_seed(0)
+    x = rand((2, 3, 9, 11), torch.float32)
+    for dt in (torch.float32, torch.float64, torch.bfloat16):
+        check_native(lambda x: A._adaptive_avg_pool2d(x, size), x.to(dt))
+        check_native(lambda x: A.adaptive_max_pool2d(x, size), x.to(dt))
+    xn = x.clone()
+    xn[0, 0, 1, 1:3] = float("nan")
+    xn[1, 1, :3, :3] = float("-inf")
+    check_native(lambda x: A.adaptive_max_pool2d(x, size), xn)
+    check_native(lambda x: A._adaptive_avg_pool2d(x, size), x[0].transpose(1, 2))
+    g = rand((2, 3, *size), torch.float32, 1.0)
+    check_native(lambda g, x: A._adaptive_avg_pool2d_backward(g, x), g, x)
+    idx = A.adaptive_max_pool2d(x, size)[1]
+    check_native(lambda g, x, i: A.adaptive_max_pool2d_backward(g, x, i), g,
+                 x, idx)
+
+
+UPSAMPLES = [([18, 22], None), ([9, 11], None), ([5, 7], None),
+             ([20, 25], None), ([13, 17], (1.5, 1.6))]
+
+
+@pytest.mark.parametrize("case", range(len(UPSAMPLES)))
+def test_upsample(case):
+    size, sc = UPSAMPLES[case]
+    sc = sc or (None, None)
+    torch.manual_seed(0)
+    x = rand((2, 3, 9, 11), torch.float32)
+    for dt in (torch.float32, torch.float64, torch.bfloat16):
+        check_native(lambda x: A.upsample_nearest2d(x, size, *sc), x.to(dt))
+        check_native(lambda x: A._upsample_nearest_exact2d(x, size, *sc),
+                     x.to(dt))
+        for align in (True, False):
+            check_native(lambda x: A.upsample_bilinear2d(x, size, align, *sc),
+                         x.to(dt))
+    g = rand((2, 3, *size), torch.float32, 1.0)
+    inp = [2, 3, 9, 11]
+    check_native(lambda g: A.upsample_nearest2d_backward(g, size, inp, *sc),
+                 g)
+    check_native(lambda g: A._upsample_nearest_exact2d_backward(
+        g, size, inp, *sc), g)
+    for align in (True, False):
+        check_native(lambda g: A.upsample_bilinear2d_backward(
+            g, size, inp, align, *sc), g)
+
+
+def test_interpolate_modules():
+    torch.manual_seed(0)
+    x = rand((2, 3, 6, 7), torch.float32)
+    for kw in ({"scale_factor": 2}, {"scale_factor": 1.7},
+               {"size": (10, 9)}, {"scale_factor": 2.5, "mode": "bilinear"},
+               {"size": (4, 5), "mode": "bilinear", "align_corners": True},
+               {"scale_factor": 1.5, "mode": "nearest-exact"}):
+
+        def grad(x):
+            x = x.detach().requires_grad_()
+            y = F.interpolate(x, **kw)
+            return [y] + list(torch.autograd.grad((y * y).sum(), x))
+
+        check_native(grad, x)
+    check_native(lambda x: F.interpolate(x, scale_factor=3), x[0])
+    check_native(lambda x: F.interpolate(x, scale_factor=2), x[None])
+
+
+@pytest.mark.parametrize("mode", ["reflect", "replicate"])
+def test_reflection_replication_pad(mode):
+    torch.manual_seed(0)
+    x = rand((2, 3, 5, 6), torch.float32)
+    for pad in ((1, 2), (4, 0), (2, 3, 1, 4), (0, 0, 3, 0)):
+        ins = (x[0], x[0, 0]) if len(pad) == 2 else (x, x[0], x.transpose(2, 3))
+        for xx in ins:
+            check_native(lambda x: F.pad(x, pad, mode=mode), xx)
+            check_native(lambda x: F.pad(x, pad, mode=mode), xx.int())
+
+            def grad(x):
+                x = x.detach().requires_grad_()
+                y = F.pad(x, pad, mode=mode)
+                return torch.autograd.grad((y * y).sum(), x)
+
+            check_native(grad, xx)
+    if mode == "replicate":  # negative padding crops
+        check_native(lambda x: F.pad(x, (-2, 1, 1, -3), mode=mode), x)
+    with pytest.raises(RuntimeError):
+        F.pad(tpu(x), (6, 0), mode="reflect")
+
+
+def test_small_cnn_trains_natively():
+    def make():
+        torch.manual_seed(0)
+        return torch.nn.Sequential(
+            torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8),
+            torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+            torch.nn.Conv2d(8, 16, 3, padding=1), torch.nn.BatchNorm2d(16),
+            torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1),
+            torch.nn.Flatten(), torch.nn.Linear(16, 10))
+
+    torch.manual_seed(0)
+    x, y = torch.randn(8, 3, 16, 16), torch.randint(0, 10, (8,))
+    results = []
+    for dev in ("cpu", "tpu"):
+        m = make().to(dev)
+        opt = torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+        tpuc.fallback_reset()
+        losses = []
+        for _ in range(3):
+            opt.zero_grad()
+            loss = F.cross_entropy(m(x.to(dev)), y.to(dev))
+            loss.backward()
+            opt.step()
+            losses.append(loss.detach())
+        m.eval()
+        out = m(x.to(dev))
+        if dev == "tpu":
+            assert tpuc.fallback_report() == {}, tpuc.fallback_report()
+        results.append([torch.stack(losses), out, m[1].running_mean,
+                        m[1].running_var])
+    close(results[1], results[0], rtol=1e-4, atol=1e-4)
