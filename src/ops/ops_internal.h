@@ -79,6 +79,7 @@ extern const op_entry op_table_random[]; /* random.c: device RNG */
 extern const op_entry op_table_dynamic[]; /* dynamic.c: data-dependent shapes */
 extern const op_entry op_table_special[]; /* special.c: special functions */
 extern const op_entry op_table_fft[];     /* fft.c: FFTs */
+extern const op_entry op_table_linalg[];  /* linalg.c: factorizations */
 
 /* ---- helpers for lowerings ---- */
 
