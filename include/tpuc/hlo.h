@@ -360,6 +360,22 @@ tpuc_status* tpuc_hlo_convolution(tpuc_hlo_fn* fn, tpuc_hlo_value lhs,
                                   tpuc_hlo_value rhs, const tpuc_hlo_conv* conv,
                                   tpuc_hlo_value* out);
 
+/* ---- fft ---------------------------------------------------------------- */
+
+typedef enum tpuc_hlo_fft_type {
+  TPUC_HLO_FFT_FFT = 0, /* complex -> complex, forward */
+  TPUC_HLO_FFT_IFFT,    /* complex -> complex, inverse (divides by n) */
+  TPUC_HLO_FFT_RFFT,    /* f32/f64 -> complex, last dim len/2 + 1 */
+  TPUC_HLO_FFT_IRFFT,   /* complex -> f32/f64 (divides by n) */
+} tpuc_hlo_fft_type;
+
+/* stablehlo.fft over the trailing `n` (1 to 3) dims of `x`, whose sizes
+ * are `fft_length` (for IRFFT the operand's last dim is
+ * fft_length[n-1]/2 + 1 and the result's is fft_length[n-1]). */
+tpuc_status* tpuc_hlo_fft(tpuc_hlo_fn* fn, tpuc_hlo_value x,
+                          tpuc_hlo_fft_type type, const int64_t* fft_length,
+                          size_t n, tpuc_hlo_value* out);
+
 /* ---- gather / scatter --------------------------------------------------- */
 
 typedef struct tpuc_hlo_gather_dims {
@@ -440,6 +456,30 @@ tpuc_status* tpuc_hlo_while(tpuc_hlo_fn* fn, const tpuc_hlo_value* inits,
 tpuc_status* tpuc_hlo_case(tpuc_hlo_fn* fn, tpuc_hlo_value index,
                            tpuc_hlo_fn* const* branches, size_t num_branches,
                            tpuc_hlo_value* outs, size_t num_outs);
+
+/* ---- factorizations (factor.c) ------------------------------------------ */
+
+/* Cholesky factor of a batch (leading dims) of square float/complex
+ * matrices; only the `lower` (or upper) triangle of `a` is read, the other
+ * triangle of the result is unspecified. */
+tpuc_status* tpuc_hlo_cholesky(tpuc_hlo_fn* fn, tpuc_hlo_value a, bool lower,
+                               tpuc_hlo_value* out);
+
+typedef enum tpuc_hlo_transpose {
+  TPUC_HLO_NO_TRANSPOSE = 0,
+  TPUC_HLO_TRANSPOSE,
+  TPUC_HLO_ADJOINT,
+} tpuc_hlo_transpose_mode;
+
+/* Solves op(a) x = b (left_side) or x op(a) = b for x, `a` a batch of
+ * square triangular matrices (only the `lower` / upper triangle is read;
+ * unit_diagonal: the diagonal is taken as ones), `b` with the same batch
+ * dims. The result has b's type. */
+tpuc_status* tpuc_hlo_triangular_solve(tpuc_hlo_fn* fn, tpuc_hlo_value a,
+                                       tpuc_hlo_value b, bool left_side,
+                                       bool lower, bool unit_diagonal,
+                                       tpuc_hlo_transpose_mode transpose_a,
+                                       tpuc_hlo_value* out);
 
 #ifdef __cplusplus
 }

@@ -790,7 +790,8 @@ static bool complex_ok(const char* name) {
       "mean",   "mm",     "bmm",      "fill",  "fill_",     "zero_",
       "cat",    "flip",   "roll",     "tril",  "tril_",     "triu",
       "triu_",  "repeat", "eq",       "ne",    "reciprocal", "reciprocal_",
-      "copy",   "index_select", "gather", "constant_pad_nd"};
+      "copy",   "index_select", "gather", "constant_pad_nd",
+      "_fft_r2c", "_fft_c2r", "_fft_c2c"};
   const char* base = strstr(name, "::");
   base = base ? base + 2 : name;
   size_t len = strcspn(base, ".");
@@ -1098,7 +1099,8 @@ tpuc_status* op_lower_copy(op_ctx* c, int param) {
   c->nouts = 1;
   tpuc_dtype from = c->types[0].dtype;
   if (tpuc_dtype_is_float(from) && !tpuc_dtype_is_float(shape.dtype) &&
-      shape.dtype != TPUC_DTYPE_PRED && shape.dtype != TPUC_DTYPE_S64) {
+      !tpuc_dtype_is_complex(shape.dtype) && shape.dtype != TPUC_DTYPE_PRED &&
+      shape.dtype != TPUC_DTYPE_S64) {
     /* The CPU converts a float to a narrow integer through int64 (so -2.5
      * becomes 254 in uint8); XLA's convert would saturate. */
     tpuc_hlo_type wide = shape;

@@ -165,5 +165,5 @@ def test_complex_tensors_run_natively(native_only):
     a2[:, 1].mul_(b[:, 2])
     torch.testing.assert_close(c.cpu(), a2)
     w = torch.zeros(2, 3, dtype=torch.complex128, device="tpu")
-    w.copy_(torch.tensor([0.0, 1.0, 2.0]).to("tpu"))
-    assert w.cpu().tolist() == [[0j, 1 + 0j, 2 + 0j]] * 2
+    w.copy_(torch.tensor([0.25, -1.5, 2.0]).to("tpu"))
+    assert w.cpu().tolist() == [[0.25 + 0j, -1.5 + 0j, 2 + 0j]] * 2
