@@ -79,6 +79,21 @@ bool marshal(const c10::IValue& v, const c10::TypePtr& declared,
   }
   c10::TypePtr type = declared;
   if (auto opt = type->cast<c10::OptionalType>()) type = opt->getElementType();
+  if (type->kind() == c10::TypeKind::DeviceObjType) {
+    // A factory's device= (arange): it names the device of the call.
+    c10::Device d = v.toDevice();
+    if (!d.is_privateuseone()) return false;
+    if (!d.has_index()) d = c10::Device(d.type(), current_device());
+    if (*device && **device != d) return false;
+    *device = d;
+    out->kind = TPUC_OP_ARG_NONE;
+    return true;
+  }
+  if (type->kind() == c10::TypeKind::LayoutType) {
+    if (v.toLayout() != c10::kStrided) return false;
+    out->kind = TPUC_OP_ARG_NONE;
+    return true;
+  }
   if (type->kind() == c10::TypeKind::GeneratorType) {
     // Random ops draw from it through options.rng (native_kernel).
     if (!v.toGenerator().device().is_privateuseone()) return false;

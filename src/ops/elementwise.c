@@ -1,6 +1,8 @@
 /* Elementwise lowerings: binary arithmetic, comparisons, unary math, where.
  * PyTorch semantics: result_type promotion, numpy broadcasting, true
  * division, alpha. */
+#include <math.h>
+
 #include "ops/ops_internal.h"
 
 #define TRY(expr) TPUC_RETURN_IF_ERROR(expr)
@@ -182,4 +184,72 @@ tpuc_status* op_lower_fill(op_ctx* c, int param) {
                    "without overflow";
   }
   return op_scalar(c, 1, dt, &shape, &c->outs[0]);
+}
+
+/* The value of scalar argument i on the host (arange's values are part of
+ * its program key). */
+static double host_scalar(const op_ctx* c, int i, bool* is_float) {
+  const tpuc_op_arg* a = &c->args[i];
+  *is_float = a->scalar == TPUC_SCALAR_FLOAT;
+  return *is_float ? a->f : (double)a->i;
+}
+
+/* arange(end) (param 1), arange.start(start, end) (param 2),
+ * arange.start_step(start, end, step) (param 3), then dtype: start + i *
+ * step for i < ceil((end - start) / step), computed in double (int64 for
+ * integer results) and converted, as the CPU kernel does. */
+tpuc_status* op_lower_arange(op_ctx* c, int param) {
+  int nvals = param;
+  for (int i = 0; i < nvals; i++)
+    if (c->args[i].kind != TPUC_OP_ARG_SCALAR || c->args[i].scalar_is_tensor)
+      return op_unimpl("unexpected arguments");
+  bool f0 = false, f1 = false, f2 = false;
+  double start = 0, end, step = 1;
+  if (nvals == 1) {
+    end = host_scalar(c, 0, &f1);
+  } else {
+    start = host_scalar(c, 0, &f0);
+    end = host_scalar(c, 1, &f1);
+    if (nvals == 3) step = host_scalar(c, 2, &f2);
+  }
+  tpuc_dtype dt = TPUC_DTYPE_INVALID;
+  if (c->nargs > (size_t)nvals && c->args[nvals].kind == TPUC_OP_ARG_DTYPE)
+    dt = c->args[nvals].dtype;
+  if (dt == TPUC_DTYPE_INVALID)
+    dt = (f0 || f1 || f2) ? c->opts->default_float : TPUC_DTYPE_S64;
+  if (tpuc_dtype_is_complex(dt) || dt == TPUC_DTYPE_PRED)
+    return op_unimpl("arange of this dtype: the CPU says what it does");
+  if (step == 0)
+    return tpuc_status_make(TPUC_INVALID_ARGUMENT, "step must be nonzero");
+  if (!(start == start && end == end && step == step) ||
+      start - start != 0 || end - end != 0)
+    return tpuc_status_make(TPUC_INVALID_ARGUMENT,
+                            "unsupported range: %g -> %g", start, end);
+  if ((step > 0 && end < start) || (step < 0 && end > start))
+    return tpuc_status_make(TPUC_INVALID_ARGUMENT,
+                            "upper bound and larger bound inconsistent with "
+                            "step sign");
+  double span = ceil((end - start) / step);
+  if (span > 1e12) return op_unimpl("huge arange: the CPU");
+  int64_t n = (int64_t)span;
+  bool integral = !tpuc_dtype_is_float(dt);
+  tpuc_dtype ct = integral ? TPUC_DTYPE_S64 : TPUC_DTYPE_F64;
+  tpuc_hlo_type t = tpuc_hlo_type_make(ct, &n, 1);
+  tpuc_hlo_value idx, st, sp, v;
+  TRY(tpuc_hlo_iota(c->fn, &t, 0, &idx));
+  if (integral && (f0 || f2)) return op_unimpl("float bounds, integer result");
+  if (nvals == 1) {
+    TRY(op_const(c, ct, 0, &t, &st));
+  } else {
+    TRY(op_scalar(c, 0, ct, &t, &st));
+  }
+  if (nvals == 3) {
+    TRY(op_scalar(c, 2, ct, &t, &sp));
+  } else {
+    TRY(op_const(c, ct, 1, &t, &sp));
+  }
+  TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_MUL, idx, sp, &v));
+  TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_ADD, v, st, &v));
+  c->nouts = 1;
+  return tpuc_hlo_convert(c->fn, v, dt, &c->outs[0]);
 }

@@ -431,11 +431,24 @@ static void key_view(keybuf* k, const tpuc_view* v) {
   key_put(k, &nbytes, sizeof nbytes);
 }
 
+/* Ops whose result shape depends on their scalars' values (arange's
+ * length): those values are part of the program key. */
+static bool scalar_keyed(int index) {
+  const op_entry* e = index >= 0 ? ops_entry((size_t)index) : NULL;
+  return e != NULL && strncmp(e->name, "aten::arange", 12) == 0;
+}
+
 static void make_key(int index, const tpuc_op_arg* args, size_t nargs,
                      const tpuc_op_options* o, keybuf* k) {
   k->len = 0;
   k->overflow = false;
   key_put(k, &index, sizeof index);
+  if (scalar_keyed(index))
+    for (size_t i = 0; i < nargs; i++)
+      if (args[i].kind == TPUC_OP_ARG_SCALAR) {
+        key_put(k, &args[i].f, sizeof args[i].f);
+        key_put(k, &args[i].i, sizeof args[i].i);
+      }
   key_put(k, &o->default_float, sizeof o->default_float);
   key_put(k, &o->matmul_precision, sizeof o->matmul_precision);
   for (size_t i = 0; i < nargs; i++) {

@@ -196,6 +196,9 @@ const op_entry op_table_core[] = {
     {"aten::fill.Tensor", op_lower_fill, 0},
     {"aten::zero_", op_lower_fill, 1},
     {"aten::native_dropout_backward", op_lower_dropout_backward, 0},
+    {"aten::arange", op_lower_arange, 1},
+    {"aten::arange.start", op_lower_arange, 2},
+    {"aten::arange.start_step", op_lower_arange, 3},
     /* Internal (not registered with PyTorch): tpuc_op_copy, and the
      * per-parameter step of the fused optimizers (tpu_kernels.cpp). */
     {"tpuc::copy", op_lower_copy, 0},

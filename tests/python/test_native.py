@@ -187,3 +187,24 @@ def test_nan_handling_matches_cpu():
                lambda t: t.amax(), lambda t: t.amin()):
         torch.testing.assert_close(fn(d).cpu(), fn(x), equal_nan=True)
     assert not tpuc.fallback_report()
+
+
+def test_arange_is_native_and_matches_cpu():
+    import tpuc
+    tpuc.fallback_reset()
+    cases = [((5,), {}), ((2, 9), {}), ((0, 1, 0.1), {}), ((10, 0, -3), {}),
+             ((5,), dict(dtype=torch.float32)), ((0.5, 4), {}),
+             ((1, 8, 2), dict(dtype=torch.int32)), ((0, 1, 0.3), dict(dtype=torch.bfloat16))]
+    for args, kw in cases:
+        a = torch.arange(*args, device="tpu", **kw)
+        b = torch.arange(*args, **kw)
+        assert a.dtype == b.dtype and torch.equal(a.cpu(), b), (args, kw)
+    assert not tpuc.fallback_report()
+    assert torch.arange(3, device="tpu:1").device == torch.device("tpu", 1)
+    for dev in ("cpu", "tpu"):
+        with pytest.raises(RuntimeError, match="step must be nonzero"):
+            torch.arange(0, 5, 0, device=dev)
+        with pytest.raises(RuntimeError, match="inconsistent with step sign"):
+            torch.arange(5, 0, 1, device=dev)
+        with pytest.raises(NotImplementedError):
+            torch.arange(3, dtype=torch.bool, device=dev)
