@@ -169,6 +169,16 @@ bool marshal(const c10::IValue& v, const c10::TypePtr& declared,
       out->kind = TPUC_OP_ARG_NONE;
       return true;
     }
+    if (t.is_privateuseone() && (t.is_conj() || t.is_neg())) {
+      // Lazy conj/neg bits: applied when the program reads the tensor.
+      if (*device && **device != t.device()) return false;
+      *device = t.device();
+      out->kind = TPUC_OP_ARG_TENSOR;
+      out->view = view_of(t);
+      out->conj = t.is_conj();
+      out->neg = t.is_neg();
+      return true;
+    }
     if (t.is_privateuseone()) {
       out->kind = TPUC_OP_ARG_TENSOR;
       return tensor_view(t, device, &out->view);

@@ -48,6 +48,9 @@ typedef enum tpuc_scalar_kind {
 typedef struct tpuc_op_arg {
   tpuc_op_arg_kind kind;
   tpuc_view view;          /* TENSOR */
+  /* TENSOR: PyTorch's lazy conjugate / negative bits: the value is the
+   * view's elements conjugated / negated. */
+  bool conj, neg;
   tpuc_scalar_kind scalar; /* SCALAR */
   /* SCALAR: true when it came from a CPU 0-d tensor that is not a wrapped
    * Python number (it then promotes like a 0-d tensor of `scalar_dtype`). */

@@ -156,7 +156,7 @@ tpuc_status* op_lower_fill(op_ctx* c, int param) {
                             c->types[1].rank);
   tpuc_dtype vt = c->types[1].dtype;
   if (tpuc_dtype_is_float(vt) && !tpuc_dtype_is_float(dt) &&
-      dt != TPUC_DTYPE_PRED) {
+      !tpuc_dtype_is_complex(dt) && dt != TPUC_DTYPE_PRED) {
     /* A float into an integer tensor must fit (NaN and inf do not), or the
      * CPU refuses it. */
     double lo, hi;

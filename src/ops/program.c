@@ -456,6 +456,8 @@ static void make_key(int index, const tpuc_op_arg* args, size_t nargs,
     key_put(k, &a->kind, sizeof a->kind);
     if (a->kind == TPUC_OP_ARG_TENSOR) {
       key_view(k, &a->view);
+      key_put(k, &a->conj, sizeof a->conj);
+      key_put(k, &a->neg, sizeof a->neg);
     } else if (a->kind == TPUC_OP_ARG_SCALAR) {
       key_put(k, &a->scalar, sizeof a->scalar);
       key_put(k, &a->scalar_is_tensor, sizeof a->scalar_is_tensor);
@@ -756,6 +758,17 @@ static tpuc_status* declare_arg(op_ctx* c, size_t i) {
     TRY(tpuc_hlo_arg(c->fn, &st, &sv));
     c->storage_vals[i] = sv;
     TRY(read_view(c->fn, &a->view, sv, &c->vals[i]));
+    if (a->conj && tpuc_dtype_is_complex(a->view.dtype)) {
+      tpuc_hlo_value re, im;
+      TRY(tpuc_hlo_unary(c->fn, TPUC_HLO_REAL, c->vals[i], &re));
+      TRY(tpuc_hlo_unary(c->fn, TPUC_HLO_IMAG, c->vals[i], &im));
+      TRY(tpuc_hlo_unary(c->fn, TPUC_HLO_NEG, im, &im));
+      TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_COMPLEX, re, im, &c->vals[i]));
+    }
+    if (a->neg) {
+      if (a->view.dtype == TPUC_DTYPE_PRED) return unimpl("negative bool");
+      TRY(tpuc_hlo_unary(c->fn, TPUC_HLO_NEG, c->vals[i], &c->vals[i]));
+    }
     c->types[i] =
         tpuc_hlo_type_make(a->view.dtype, a->view.sizes, a->view.rank);
   } else if (a->kind == TPUC_OP_ARG_SCALAR) {

@@ -167,3 +167,14 @@ def test_complex_tensors_run_natively(native_only):
     w = torch.zeros(2, 3, dtype=torch.complex128, device="tpu")
     w.copy_(torch.tensor([0.25, -1.5, 2.0]).to("tpu"))
     assert w.cpu().tolist() == [[0.25 + 0j, -1.5 + 0j, 2 + 0j]] * 2
+
+
+def test_lazy_conj_and_neg_bits_are_read_natively(native_only):
+    torch.manual_seed(0)
+    a = torch.randn(3, 3, dtype=torch.complex64)
+    d = a.to("tpu")
+    torch.testing.assert_close((d.conj() @ d).cpu(), a.conj() @ a)
+    torch.testing.assert_close((d.conj() * 2).cpu(), a.conj() * 2)
+    torch.testing.assert_close(torch.add(d, d._neg_view()).cpu(), a + a._neg_view())
+    z = torch.zeros(3, dtype=torch.complex128, device="tpu").fill_(1.5)
+    assert z.cpu().tolist() == [1.5 + 0j] * 3
