@@ -74,6 +74,17 @@ at::Tensor unfold(const at::Tensor& self, int64_t dim, int64_t size,
   return at::native::unfold(self, dim, size, step);
 }
 
+// view_as_real / view_as_complex reinterpret a strided tensor's elements
+// as (real, imaginary) pairs and back: views on the same storage, computed
+// the same way for every strided tensor.
+at::Tensor view_as_real(const at::Tensor& self) {
+  return at::native::view_as_real(self);
+}
+
+at::Tensor view_as_complex(const at::Tensor& self) {
+  return at::native::view_as_complex(self);
+}
+
 at::Tensor reshape_alias(const at::Tensor& self, c10::SymIntArrayRef size,
                          c10::SymIntArrayRef stride) {
   return at::native::_reshape_alias(self, C10_AS_INTARRAYREF_SLOW(size),
@@ -407,6 +418,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("view", view);
   m.impl("_reshape_alias", reshape_alias);
   m.impl("unfold", unfold);
+  m.impl("view_as_real", view_as_real);
+  m.impl("view_as_complex", view_as_complex);
   m.impl("resize_", resize_);
   m.impl("copy_", copy_);
   m.impl("_copy_from", copy_from);

@@ -253,3 +253,20 @@ tpuc_status* op_lower_arange(op_ctx* c, int param) {
   c->nouts = 1;
   return tpuc_hlo_convert(c->fn, v, dt, &c->outs[0]);
 }
+
+/* conj_physical / _conj_physical: complex conjugate (reals unchanged). */
+tpuc_status* op_lower_conj(op_ctx* c, int param) {
+  (void)param;
+  if (!op_is_tensor(c, 0)) return op_unimpl("unexpected arguments");
+  c->nouts = 1;
+  tpuc_hlo_value x = c->vals[0];
+  if (!tpuc_dtype_is_complex(c->types[0].dtype)) {
+    c->outs[0] = x;
+    return NULL;
+  }
+  tpuc_hlo_value re, im;
+  TRY(tpuc_hlo_unary(c->fn, TPUC_HLO_REAL, x, &re));
+  TRY(tpuc_hlo_unary(c->fn, TPUC_HLO_IMAG, x, &im));
+  TRY(tpuc_hlo_unary(c->fn, TPUC_HLO_NEG, im, &im));
+  return tpuc_hlo_binary(c->fn, TPUC_HLO_COMPLEX, re, im, &c->outs[0]);
+}

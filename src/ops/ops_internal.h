@@ -137,6 +137,7 @@ tpuc_status* op_lower_fill(op_ctx* c, int param); /* fill_, zero_ */
 tpuc_status* op_lower_dropout_backward(op_ctx* c, int param);
 tpuc_status* op_lower_adam_step(op_ctx* c, int param); /* optim.c */
 tpuc_status* op_lower_arange(op_ctx* c, int param);
+tpuc_status* op_lower_conj(op_ctx* c, int param);
 
 /* op_lower_reduce: which reduction, and whether argument 1 is a dim list. */
 #define OP_REDUCE_SUM 1

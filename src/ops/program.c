@@ -817,7 +817,8 @@ static bool complex_ok(const char* name) {
       "cat",    "flip",   "roll",     "tril",  "tril_",     "triu",
       "triu_",  "repeat", "eq",       "ne",    "reciprocal", "reciprocal_",
       "copy",   "index_select", "gather", "constant_pad_nd",
-      "_fft_r2c", "_fft_c2r", "_fft_c2c"};
+      "_fft_r2c", "_fft_c2r", "_fft_c2c", "conj_physical", "conj_physical_",
+      "_conj_physical"};
   const char* base = strstr(name, "::");
   base = base ? base + 2 : name;
   size_t len = strcspn(base, ".");

@@ -178,3 +178,16 @@ def test_lazy_conj_and_neg_bits_are_read_natively(native_only):
     torch.testing.assert_close(torch.add(d, d._neg_view()).cpu(), a + a._neg_view())
     z = torch.zeros(3, dtype=torch.complex128, device="tpu").fill_(1.5)
     assert z.cpu().tolist() == [1.5 + 0j] * 3
+
+
+def test_view_as_real_and_complex_are_views(native_only):
+    a = torch.randn(2, 3, dtype=torch.complex64)
+    d = a.to("tpu")
+    r = torch.view_as_real(d)
+    assert r.shape == (2, 3, 2) and r.dtype == torch.float32
+    assert torch.equal(r.cpu(), torch.view_as_real(a))
+    r[0, 0, 1] = 5.0  # writes through to the complex tensor
+    assert d[0, 0].cpu().imag.item() == 5.0
+    back = torch.view_as_complex(r)
+    assert torch.equal(back.cpu(), d.cpu())
+    assert torch.equal(torch.conj_physical(d).cpu(), torch.conj_physical(d.cpu()))
