@@ -517,8 +517,9 @@ static void on_client_destroy(tpuc_client* client, void* user) {
 
 /* The most per-call programs remembered; past it the table starts over
  * (a forgotten program comes back from the compile cache's disk tier in
- * about a millisecond), so the memory it holds stays bounded. */
-#define OP_PROGRAM_CACHE_MAX 8192
+ * about a millisecond). Bounded because every loaded executable holds
+ * memory and code mappings (a process has at most vm.max_map_count). */
+#define OP_PROGRAM_CACHE_MAX 2048
 
 static void prog_insert(tpuc_client* client, const keybuf* k,
                         tpuc_fingerprint fp, tpuc_executable* exe, size_t nouts,

@@ -1,5 +1,9 @@
 /* The native op table: ATen schema names and their lowerings. Every entry
- * gets the binding's generic boxed kernel. */
+ * gets the binding's generic boxed kernel. A CompositeImplicitAutograd op
+ * (conj_physical, say) is listed only where the CPU has a kernel of its
+ * own too (silu_backward): elsewhere a backend kernel would replace the
+ * decomposition that autograd differentiates
+ * (tests/python/test_registration.py checks this). */
 #include <pthread.h>
 #include <stdlib.h>
 
@@ -196,7 +200,6 @@ const op_entry op_table_core[] = {
     {"aten::fill.Tensor", op_lower_fill, 0},
     {"aten::zero_", op_lower_fill, 1},
     {"aten::native_dropout_backward", op_lower_dropout_backward, 0},
-    {"aten::conj_physical", op_lower_conj, 0},
     {"aten::conj_physical_", op_lower_conj, 0},
     {"aten::conj_physical.out", op_lower_conj, 0},
     {"aten::_conj_physical", op_lower_conj, 0},

@@ -171,10 +171,29 @@ static int mem_grow(tpuc_cache* k) {
   return 1;
 }
 
+/* Executables the memory tier keeps alive at most. Each loaded executable
+ * holds code mappings (XLA's CPU backend maps JIT code per executable), and
+ * a process has a bounded number of mappings, so the tier starts over when
+ * full; the disk tier brings an entry back in about a millisecond. */
+#define MEM_TIER_MAX 1024
+
+static void mem_reset(tpuc_cache* k) {
+  for (size_t i = 0; i < k->cap; i++) {
+    if (k->slots[i].exe) {
+      tpuc_executable_release(k->slots[i].exe);
+      free(k->slots[i].key);
+    }
+  }
+  free(k->slots);
+  k->slots = NULL;
+  k->cap = k->count = 0;
+}
+
 /* Inserts (the cache takes a reference). Failure to insert is harmless. */
 static void mem_insert(tpuc_cache* k, tpuc_fingerprint fp, const char* key,
                        size_t key_len, tpuc_executable* exe) {
   if (mem_find(k, fp, key, key_len) != NULL) return;
+  if (k->count >= MEM_TIER_MAX) mem_reset(k);
   if ((k->count + 1) * 4 > k->cap * 3 && !mem_grow(k)) return;
   char* copy = malloc(key_len);
   if (copy == NULL) return;
@@ -464,15 +483,7 @@ tpuc_status* tpuc_cache_clear(tpuc_client* c, bool disk) {
     return tpuc_status_make(TPUC_INVALID_ARGUMENT, "client is NULL");
   tpuc_cache* k = c->cache;
   pthread_mutex_lock(&k->mu);
-  for (size_t i = 0; i < k->cap; i++) {
-    if (k->slots[i].exe) {
-      tpuc_executable_release(k->slots[i].exe);
-      free(k->slots[i].key);
-    }
-  }
-  free(k->slots);
-  k->slots = NULL;
-  k->cap = k->count = 0;
+  mem_reset(k);
   tpuc_status* st = NULL;
   if (disk && k->dir != NULL) {
     DIR* d = opendir(k->dir);

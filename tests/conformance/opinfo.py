@@ -292,6 +292,8 @@ def run_all(shard, num_shards, limit, only=None, backward=True):
     t0 = time.time()
     for i, (op, dt) in enumerate(pairs):
         key = f"{op.name}{'.' + op.variant_test_name if op.variant_test_name else ''}|{str(dt).replace('torch.', '')}"
+        if os.environ.get("TPUC_CONFORMANCE_TRACE"):
+            print(f"  {key}", file=sys.stderr, flush=True)
         res, why = run_pair(op, dt)
         results[key] = {"result": res, **({"reason": why} if why else {})}
         if backward:

@@ -98,3 +98,25 @@ def test_module_to_keeps_parameter_objects_and_ties():
     model.to("tpu")
     assert emb.weight is before and head.weight is emb.weight
     assert emb.weight.is_tpu
+
+
+def test_no_native_kernel_hides_an_autograd_decomposition():
+    # A PrivateUse1 kernel for a CompositeImplicitAutograd op replaces its
+    # decomposition, which autograd differentiates; the op table names one
+    # only where the CPU has a kernel of its own too (same behaviour).
+    import glob
+    import re
+
+    root = os.path.join(os.path.dirname(__file__), "..", "..", "src", "ops")
+    names = set()
+    for path in glob.glob(os.path.join(root, "*.c")):
+        names.update(re.findall(r'"(aten::[A-Za-z0-9_.]+)"', open(path).read()))
+    assert len(names) > 500
+    has = torch._C._dispatch_has_kernel_for_dispatch_key
+    implicit = sorted(n for n in names
+                      if has(n, "CompositeImplicitAutograd") and not has(n, "CPU"))
+    assert implicit == []
+    z = torch.randn(3, dtype=torch.complex64, device="tpu", requires_grad=True)
+    assert torch.conj_physical(z).grad_fn is not None
+    x = torch.randn(3, device="tpu", requires_grad=True)
+    assert torch.nn.functional.silu(x).grad_fn is not None
