@@ -11,87 +11,15 @@
 #include <math.h>
 #include <string.h>
 
-#include "ops/ops_internal.h"
+#include "ops/emit.h"
 
 #define TRY(expr) TPUC_RETURN_IF_ERROR(expr)
-
-typedef tpuc_hlo_value V;
 
 /* Check code for "let the CPU run this call and say what is wrong". */
 #define CPU_DECIDES TPUC_UNIMPLEMENTED
 
-/* ------------------------------- emitter -------------------------------- */
-
-typedef struct em {
-  op_ctx* c;
-  tpuc_hlo_fn* fn; /* the body the values belong to */
-  tpuc_status* st; /* first failure */
-} em;
-
-static em em_of(op_ctx* c) {
-  em e = {c, c->fn, NULL};
-  return e;
-}
-
-static bool em_keep(em* e, tpuc_status* st) {
-  if (st != NULL) {
-    if (e->st == NULL)
-      e->st = st;
-    else
-      tpuc_status_free(st);
-  }
-  return e->st == NULL;
-}
-
 static tpuc_status* em_done(em* e) { return e->st; }
 
-static tpuc_hlo_type e_type(em* e, V x) {
-  tpuc_hlo_type t;
-  memset(&t, 0, sizeof t);
-  if (e->st == NULL) em_keep(e, tpuc_hlo_value_type(e->fn, x, &t));
-  return t;
-}
-
-static V e_bin(em* e, tpuc_hlo_binary_op op, V a, V b) {
-  V r = -1;
-  if (e->st == NULL) em_keep(e, tpuc_hlo_binary(e->fn, op, a, b, &r));
-  return r;
-}
-
-static V e_un(em* e, tpuc_hlo_unary_op op, V a) {
-  V r = -1;
-  if (e->st == NULL) em_keep(e, tpuc_hlo_unary(e->fn, op, a, &r));
-  return r;
-}
-
-static V e_cmp(em* e, tpuc_hlo_compare_dir dir, V a, V b) {
-  V r = -1;
-  if (e->st == NULL) em_keep(e, tpuc_hlo_compare(e->fn, dir, a, b, &r));
-  return r;
-}
-
-static V e_sel(em* e, V p, V a, V b) {
-  V r = -1;
-  if (e->st == NULL) em_keep(e, tpuc_hlo_select(e->fn, p, a, b, &r));
-  return r;
-}
-
-static V e_cvt(em* e, V x, tpuc_dtype dt) {
-  if (e->st != NULL) return -1;
-  if (e_type(e, x).dtype == dt) return x;
-  V r = -1;
-  em_keep(e, tpuc_hlo_convert(e->fn, x, dt, &r));
-  return r;
-}
-
-/* x broadcast (from rank 0) to the shape of `like`. */
-static V e_splat(em* e, V x, V like) {
-  tpuc_hlo_type t = e_type(e, like);
-  if (e->st != NULL || t.rank == 0) return x;
-  V r = -1;
-  em_keep(e, tpuc_hlo_broadcast_in_dim(e->fn, x, t.dims, t.rank, NULL, &r));
-  return r;
-}
 
 /* Rank-0 constant `v` of dtype `dt`. */
 static V e_k0(em* e, tpuc_dtype dt, double v) {
@@ -127,34 +55,9 @@ static V e_rnd(em* e, V x, tpuc_dtype dt) {
   return e_cvt(e, e_cvt(e, x, dt), wide);
 }
 
-#define ADD(a, b) e_bin(e, TPUC_HLO_ADD, a, b)
-#define SUB(a, b) e_bin(e, TPUC_HLO_SUB, a, b)
-#define MUL(a, b) e_bin(e, TPUC_HLO_MUL, a, b)
-#define DIV(a, b) e_bin(e, TPUC_HLO_DIV, a, b)
-#define AND(a, b) e_bin(e, TPUC_HLO_AND, a, b)
-#define OR(a, b) e_bin(e, TPUC_HLO_OR, a, b)
-#define POW(a, b) e_bin(e, TPUC_HLO_POW, a, b)
-#define EQ(a, b) e_cmp(e, TPUC_HLO_EQ, a, b)
-#define NE(a, b) e_cmp(e, TPUC_HLO_NE, a, b)
-#define LT(a, b) e_cmp(e, TPUC_HLO_LT, a, b)
-#define LE(a, b) e_cmp(e, TPUC_HLO_LE, a, b)
-#define GT(a, b) e_cmp(e, TPUC_HLO_GT, a, b)
-#define GE(a, b) e_cmp(e, TPUC_HLO_GE, a, b)
-#define SEL(p, a, b) e_sel(e, p, a, b)
-#define K(like, v) e_k(e, like, v)
-#define ABS(a) e_un(e, TPUC_HLO_ABS, a)
-#define NEG(a) e_un(e, TPUC_HLO_NEG, a)
-#define NOT(a) e_un(e, TPUC_HLO_NOT, a)
-#define EXP(a) e_un(e, TPUC_HLO_EXP, a)
-#define LOG(a) e_un(e, TPUC_HLO_LOG, a)
-#define LOG1P(a) e_un(e, TPUC_HLO_LOG1P, a)
-#define SQRT(a) e_un(e, TPUC_HLO_SQRT, a)
-#define FLOOR(a) e_un(e, TPUC_HLO_FLOOR, a)
-#define CEIL(a) e_un(e, TPUC_HLO_CEIL, a)
 #define SIN(a) e_un(e, TPUC_HLO_SINE, a)
 #define COS(a) e_un(e, TPUC_HLO_COSINE, a)
 #define TAN(a) e_un(e, TPUC_HLO_TAN, a)
-#define ISNAN(a) NE(a, a)
 
 /* ------------------------------ small helpers --------------------------- */
 
