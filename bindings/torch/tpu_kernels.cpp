@@ -6,6 +6,7 @@
 #include <ATen/EmptyTensor.h>
 #include <ATen/NativeFunctions.h>
 #include <ATen/native/CPUFallback.h>
+#include <ATen/native/Resize.h>
 #include <torch/library.h>
 
 #include "tpu_runtime.h"
@@ -390,6 +391,21 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_batch_norm(
                                       eps);
 }
 
+// arange's out= forms (mvlgamma calls one): the factory runs natively in
+// the out tensor's dtype, and the out tensor is resized and filled, as the
+// CPU kernel does.
+at::Tensor& arange_start_out(const at::Scalar& start, const at::Scalar& end,
+                             const at::Scalar& step, at::Tensor& out) {
+  at::Tensor r = at::arange(start, end, step, out.options());
+  at::native::resize_output(out, r.sizes());
+  out.copy_(r);
+  return out;
+}
+
+at::Tensor& arange_out(const at::Scalar& end, at::Tensor& out) {
+  return arange_start_out(0, end, 1, out);
+}
+
 // Lets `module.to("tpu")` (and `param.data = tpu_tensor`) change a CPU
 // tensor into a tpu one in place, as CUDA does: Module._apply then keeps the
 // Parameter objects, so tied weights stay tied.
@@ -430,6 +446,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("set_.source_Storage_storage_offset", set_storage_offset);
   m.impl("set_", set_empty);
   m.impl("native_batch_norm", native_batch_norm);
+  m.impl("arange.start_out", arange_start_out);
+  m.impl("arange.out", arange_out);
   m.impl("convolution_overrideable", convolution_overrideable);
   m.impl("convolution_backward_overrideable",
          convolution_backward_overrideable);

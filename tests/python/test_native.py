@@ -199,6 +199,11 @@ def test_arange_is_native_and_matches_cpu():
         a = torch.arange(*args, device="tpu", **kw)
         b = torch.arange(*args, **kw)
         assert a.dtype == b.dtype and torch.equal(a.cpu(), b), (args, kw)
+    out = torch.empty(0, dtype=torch.int32, device="tpu")
+    torch.arange(2, 9, 3, out=out)
+    assert out.dtype == torch.int32 and out.cpu().tolist() == [2, 5, 8]
+    x = torch.rand(3) + 3
+    torch.testing.assert_close(torch.mvlgamma(x.to("tpu"), 3).cpu(), torch.mvlgamma(x, 3))
     assert not tpuc.fallback_report()
     assert torch.arange(3, device="tpu:1").device == torch.device("tpu", 1)
     for dev in ("cpu", "tpu"):
