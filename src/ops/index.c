@@ -206,6 +206,15 @@ static tpuc_status* value_overflow(op_ctx* c, V v, tpuc_dtype vd, tpuc_dtype dt,
                                    V* bad) {
   *bad = -1;
   if (dt == TPUC_DTYPE_PRED || vd == TPUC_DTYPE_PRED) return NULL;
+  if (tpuc_dtype_is_complex(vd)) {
+    /* A complex value: complex128 (or its own dtype) takes any; the rest
+     * the CPU checks. */
+    if (dt == TPUC_DTYPE_C128 || dt == vd) return NULL;
+    return op_unimpl("complex fill value: the CPU checks it");
+  }
+  /* A real value into a complex dtype: the range of its components. */
+  if (dt == TPUC_DTYPE_C64) dt = TPUC_DTYPE_F32;
+  if (dt == TPUC_DTYPE_C128) dt = TPUC_DTYPE_F64;
   bool vfloat = tpuc_dtype_is_float(vd);
   tpuc_dtype wide = vfloat ? TPUC_DTYPE_F64 : TPUC_DTYPE_S64;
   if (!vfloat &&
@@ -808,7 +817,8 @@ static tpuc_status* lower_index_add_copy(op_ctx* c, int param) {
   tpuc_dtype dt = st.dtype;
   bool alpha = param == IX_ADD && op_is_value(c, 4);
   if (alpha && c->args[4].kind == TPUC_OP_ARG_SCALAR &&
-      c->args[4].scalar == TPUC_SCALAR_FLOAT && !tpuc_dtype_is_float(dt))
+      c->args[4].scalar == TPUC_SCALAR_FLOAT && !tpuc_dtype_is_float(dt) &&
+      !tpuc_dtype_is_complex(dt))
     return op_unimpl("float alpha, integral self: CPU raises");
   c->nouts = 1;
   if (n == 0) {

@@ -352,6 +352,13 @@ static tpuc_status* lower_unary_misc(op_ctx* c, int which) {
     case P_SGN:
       if (dt == TPUC_DTYPE_PRED) {
         r = x;
+      } else if (tpuc_dtype_is_complex(dt)) {
+        /* x / |x|, and 0 where |x| is 0 (as the CPU). */
+        V a = ABS(x), ac = -1;
+        V zero = K(a, 0);
+        if (e->st == NULL)
+          em_keep(e, tpuc_hlo_binary(e->fn, TPUC_HLO_COMPLEX, a, zero, &ac));
+        r = SEL(EQ(a, zero), K(x, 0), DIV(x, ac));
       } else if (tpuc_dtype_is_unsigned_int(dt)) {
         r = e_cvt(e, NE(x, K(x, 0)), dt);
       } else {
@@ -712,13 +719,18 @@ static tpuc_status* lower_addc(op_ctx* c, int div) {
 
 /* ----------------------- matrix and vector products --------------------- */
 
-enum { LA_ADDMM = 1, LA_ADDMV, LA_MV, LA_DOT, LA_BADDBMM, LA_ADDBMM, LA_ADDR };
+enum {
+  LA_ADDMM = 1, LA_ADDMV, LA_MV, LA_DOT, LA_BADDBMM, LA_ADDBMM, LA_ADDR,
+  LA_VDOT /* dot with the first vector conjugated */
+};
 
 /* addmm / addmv / baddbmm / addbmm / addr(self, a, b, *, beta, alpha):
  * beta self + alpha (a . b), where beta == 0 ignores self (NaNs included);
  * mv / dot / vdot(a, b): a . b. Operands of one dtype (the CPU reports a
  * mismatch), half floats accumulated in f32 and rounded once. */
 static tpuc_status* lower_product(op_ctx* c, int which) {
+  bool conj_a = which == LA_VDOT;
+  if (conj_a) which = LA_DOT;
   bool has_self = which != LA_MV && which != LA_DOT;
   int ia = has_self ? 1 : 0, ib = ia + 1;
   if (!op_is_tensor(c, ia) || !op_is_tensor(c, ib) ||
@@ -728,9 +740,14 @@ static tpuc_status* lower_product(op_ctx* c, int which) {
   tpuc_dtype dt = a->dtype;
   if (b->dtype != dt || (has_self && c->types[0].dtype != dt))
     return op_unimpl("mixed dtypes: CPU says why");
-  if (dt == TPUC_DTYPE_PRED || tpuc_dtype_is_complex(dt))
+  bool cx = tpuc_dtype_is_complex(dt);
+  if (dt == TPUC_DTYPE_PRED)
     return op_unimpl("this dtype runs on the CPU");
-  if (has_self && !is_float(dt) && (float_scalar(c, 3) || float_scalar(c, 4)))
+  /* addr and addbmm are not reviewed for complex. */
+  if (cx && (which == LA_ADDR || which == LA_ADDBMM))
+    return op_unimpl("complex addr/addbmm: CPU");
+  if (has_self && !is_float(dt) && !cx &&
+      (float_scalar(c, 3) || float_scalar(c, 4)))
     return op_unimpl("float beta/alpha, integral operands: CPU says why");
   int ra, rb;
   switch (which) {
@@ -804,6 +821,18 @@ static tpuc_status* lower_product(op_ctx* c, int which) {
       em_keep(e, tpuc_hlo_broadcast_in_dim(e->fn, y, out.dims, 2, &d1, &yb));
     p = MUL(xb, yb);
   } else {
+    V va = c->vals[ia];
+    if (conj_a && cx) {
+      /* vdot: conj(a) . b */
+      V re = -1, im = -1;
+      em_keep(e, tpuc_hlo_unary(e->fn, TPUC_HLO_REAL, va, &re));
+      if (e->st == NULL)
+        em_keep(e, tpuc_hlo_unary(e->fn, TPUC_HLO_IMAG, va, &im));
+      if (e->st == NULL)
+        em_keep(e, tpuc_hlo_unary(e->fn, TPUC_HLO_NEG, im, &im));
+      if (e->st == NULL)
+        em_keep(e, tpuc_hlo_binary(e->fn, TPUC_HLO_COMPLEX, re, im, &va));
+    }
     tpuc_hlo_dot_dims dd = {nb ? &lb : NULL,
                             nb ? &rbt : NULL,
                             nb,
@@ -811,11 +840,11 @@ static tpuc_status* lower_product(op_ctx* c, int which) {
                             rc,
                             nc,
                             acc != dt ? acc : TPUC_DTYPE_INVALID,
-                            dt == TPUC_DTYPE_F32 ? c->opts->matmul_precision
-                                                 : TPUC_HLO_PRECISION_DEFAULT};
+                            (dt == TPUC_DTYPE_F32 || dt == TPUC_DTYPE_C64)
+                                ? c->opts->matmul_precision
+                                : TPUC_HLO_PRECISION_DEFAULT};
     if (e->st == NULL)
-      em_keep(e, tpuc_hlo_dot_general(e->fn, c->vals[ia], c->vals[ib], &dd,
-                                      &p));
+      em_keep(e, tpuc_hlo_dot_general(e->fn, va, c->vals[ib], &dd, &p));
   }
   TRY(em_done(e));
   out.dtype = acc;
@@ -1066,7 +1095,8 @@ static tpuc_status* lower_reduction(op_ctx* c, int param) {
   if (!op_is_tensor(c, 0)) return op_unimpl("unexpected arguments");
   const tpuc_hlo_type in = c->types[0];
   tpuc_dtype dt = in.dtype;
-  if (tpuc_dtype_is_complex(dt)) return op_unimpl("complex: CPU");
+  if (tpuc_dtype_is_complex(dt) && kind != R_VECTOR_NORM)
+    return op_unimpl("complex: CPU");
   int di = RP_DIM(param), ki = RP_KEEP(param);
   bool red[TPUC_MAX_RANK];
   int64_t count = 1;
@@ -1187,6 +1217,14 @@ static tpuc_status* lower_reduction(op_ctx* c, int param) {
       /* ord is a value of the program (not part of its cache key): every
        * kind of norm is computed and the right one selected. */
       tpuc_dtype want = dtype_arg(c);
+      if (tpuc_dtype_is_complex(dt)) {
+        /* The norm of complex values is the real norm of their magnitudes
+         * (stablehlo.abs of a complex gives its real component type). */
+        if (want != TPUC_DTYPE_INVALID)
+          return op_unimpl("complex norm with a dtype: CPU");
+        x = ABS(x);
+        dt = e_type(e, x).dtype;
+      }
       if (!is_float(dt) || (want != TPUC_DTYPE_INVALID && !is_float(want)))
         return op_unimpl("norm of this dtype: CPU says why");
       if (count == 0 || total == 0) return op_unimpl("empty norm: CPU");
@@ -1271,12 +1309,16 @@ static tpuc_status* lower_scan(op_ctx* c, int kind) {
   int64_t dim = 0;
   TRY(op_wrap_dim(in.rank, c->args[1].i, &dim));
   tpuc_dtype want = kind == S_LOGCUMSUMEXP ? TPUC_DTYPE_INVALID : dtype_arg(c);
+  /* Floats and complex keep their dtype, integers accumulate in int64. */
+  bool keeps = is_float(dt) || tpuc_dtype_is_complex(dt);
   tpuc_dtype rt = want != TPUC_DTYPE_INVALID ? want
-                  : is_float(dt)             ? dt
+                  : keeps                    ? dt
                                              : TPUC_DTYPE_S64;
   if (kind == S_LOGCUMSUMEXP && !is_float(dt))
     return op_unimpl("integer logcumsumexp: CPU says why");
-  if (tpuc_dtype_is_complex(rt)) return op_unimpl("complex: CPU");
+  /* complex -> real would drop the imaginary part: the CPU says why. */
+  if (tpuc_dtype_is_complex(dt) && !tpuc_dtype_is_complex(rt))
+    return op_unimpl("complex to real scan: CPU");
   tpuc_dtype acc = op_accumulation_dtype(rt);
   em ee = em_of(c), *e = &ee;
   V x = e_cvt(e, want != TPUC_DTYPE_INVALID ? e_cvt(e, c->vals[0], want)
@@ -1569,8 +1611,8 @@ const op_entry op_table_math[] = {
     {"aten::mv.out", lower_product, LA_MV},
     {"aten::dot", lower_product, LA_DOT},
     {"aten::dot.out", lower_product, LA_DOT},
-    {"aten::vdot", lower_product, LA_DOT},
-    {"aten::vdot.out", lower_product, LA_DOT},
+    {"aten::vdot", lower_product, LA_VDOT},
+    {"aten::vdot.out", lower_product, LA_VDOT},
     {"aten::baddbmm", lower_product, LA_BADDBMM},
     {"aten::baddbmm.out", lower_product, LA_BADDBMM},
     {"aten::baddbmm_", lower_product, LA_BADDBMM},

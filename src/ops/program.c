@@ -819,7 +819,13 @@ static bool complex_ok(const char* name) {
       "triu_",  "repeat", "eq",       "ne",    "reciprocal", "reciprocal_",
       "copy",   "index_select", "gather", "constant_pad_nd",
       "_fft_r2c", "_fft_c2r", "_fft_c2c", "conj_physical", "conj_physical_",
-      "_conj_physical"};
+      "_conj_physical", "abs", "rsqrt", "rsqrt_", "sgn", "sgn_",
+      "index_add", "index_add_", "index_copy", "index_copy_",
+      "index_fill", "index_fill_", "scatter_add",
+      "scatter_add_", "index_put", "index_put_", "_index_put_impl_",
+      "masked_fill", "masked_fill_", "index", "cumsum", "cumsum_",
+      "cumprod", "cumprod_", "addmm", "addmm_", "addmv", "addmv_", "mv",
+      "dot", "vdot", "baddbmm", "baddbmm_", "linalg_vector_norm"};
   const char* base = strstr(name, "::");
   base = base ? base + 2 : name;
   size_t len = strcspn(base, ".");

@@ -450,11 +450,269 @@ static V e_bessel(em* e, V x, int which) {
   return SEL(ISNAN(x), x, res);
 }
 
+/* ----------------------- Bessel functions of the first and second kind */
+
+/* Cephes rational approximations of J0/Y0 (J1/Y1) as the CPU's
+ * bessel_{j,y}{0,1}_forward: near 0 a rational function of x^2, beyond 5
+ * the asymptotic modulus/phase form in (5/x)^2. */
+static const double J0_PP[7] = {
+    7.96936729297347051624e-04, 8.28352392107440799803e-02,
+    1.23953371646414299388e+00, 5.44725003058768775090e+00,
+    8.74716500199817011941e+00, 5.30324038235394892183e+00,
+    9.99999999999999997821e-01};
+static const double J0_PQ[7] = {
+    9.24408810558863637013e-04, 8.56288474354474431428e-02,
+    1.25352743901058953537e+00, 5.47097740330417105182e+00,
+    8.76190883237069594232e+00, 5.30605288235394617618e+00,
+    1.00000000000000000218e+00};
+static const double J0_QP[8] = {
+    -1.13663838898469149931e-02, -1.28252718670509318512e+00,
+    -1.95539544257735972385e+01, -9.32060152123768231369e+01,
+    -1.77681167980488050595e+02, -1.47077505154951170175e+02,
+    -5.14105326766599330220e+01, -6.05014350600728481186e+00};
+static const double J0_QQ[7] = {
+    6.43178256118178023184e+01, 8.56430025976980587198e+02,
+    3.88240183605401609683e+03, 7.24046774195652478189e+03,
+    5.93072701187316984827e+03, 2.06209331660327847417e+03,
+    2.42005740240291393179e+02};
+static const double J0_RP[4] = {
+    -4.79443220978201773821e+09, 1.95617491946556577543e+12,
+    -2.49248344360967716204e+14, 9.70862251047306323952e+15};
+static const double J0_RQ[8] = {
+    4.99563147152651017219e+02, 1.73785401676374683123e+05,
+    4.84409658339962045305e+07, 1.11855537045356834862e+10,
+    2.11277520115489217587e+12, 3.10518229857422583814e+14,
+    3.18121955943204943306e+16, 1.71086294081043136091e+18};
+static const double Y0_YP[8] = {
+    1.55924367855235737965e+04, -1.46639295903971606143e+07,
+    5.43526477051876500413e+09, -9.82136065717911466409e+11,
+    8.75906394395366999549e+13, -3.46628303384729719441e+15,
+    4.42733268572569800351e+16, -1.84950800436986690637e+16};
+static const double Y0_YQ[7] = {
+    1.04128353664259848412e+03, 6.26107330137134956842e+05,
+    2.68919633393814121987e+08, 8.64002487103935000337e+10,
+    2.02979612750105546709e+13, 3.17157752842975028269e+15,
+    2.50596256172653059228e+17};
+static const double J1_PP[7] = {
+    7.62125616208173112003e-04, 7.31397056940917570436e-02,
+    1.12719608129684925192e+00, 5.11207951146807644818e+00,
+    8.42404590141772420927e+00, 5.21451598682361504063e+00,
+    1.00000000000000000254e+00};
+static const double J1_PQ[7] = {
+    5.71323128072548699714e-04, 6.88455908754495404082e-02,
+    1.10514232634061696926e+00, 5.07386386128601488557e+00,
+    8.39985554327604159757e+00, 5.20982848682361821619e+00,
+    9.99999999999999997461e-01};
+static const double J1_QP[8] = {
+    5.10862594750176621635e-02, 4.98213872951233449420e+00,
+    7.58238284132545283818e+01, 3.66779609360150777800e+02,
+    7.10856304998926107277e+02, 5.97489612400613639965e+02,
+    2.11688757100572135698e+02, 2.52070205858023719784e+01};
+static const double J1_QQ[7] = {
+    7.42373277035675149943e+01, 1.05644886038262816351e+03,
+    4.98641058337653607651e+03, 9.56231892404756170795e+03,
+    7.99704160447350683650e+03, 2.82619278517639096600e+03,
+    3.36093607810698293419e+02};
+static const double J1_RP[4] = {
+    -8.99971225705559398224e+08, 4.52228297998194034323e+11,
+    -7.27494245221818276015e+13, 3.68295732863852883286e+15};
+static const double J1_RQ[8] = {
+    6.20836478118054335476e+02, 2.56987256757748830383e+05,
+    8.35146791431949253037e+07, 2.21511595479792499675e+10,
+    4.74914122079991414898e+12, 7.84369607876235854894e+14,
+    8.95222336184627338078e+16, 5.32278620332680085395e+18};
+static const double Y1_YP[6] = {
+    1.26320474790178026440e+09, -6.47355876379160291031e+11,
+    1.14509511541823727583e+14, -8.12770255501325109621e+15,
+    2.02439475713594898196e+17, -7.78877196265950026825e+17};
+static const double Y1_YQ[8] = {
+    5.94301592346128195359e+02, 2.35564092943068577943e+05,
+    7.34811944459721705660e+07, 1.87601316108706159478e+10,
+    3.88231277496238566008e+12, 6.20557727146953693363e+14,
+    6.87141087355300489866e+16, 3.97270608116560655612e+18};
+
+/* The far form of J (second = false) or Y of order 0 or 1 at a > 5:
+ * (P cos(a - phase) -+ 5/a Q sin(a - phase)) sqrt(2/pi) / sqrt(a). */
+static V e_bessel_far(em* e, V a, bool order1, bool second) {
+  const double *pp = order1 ? J1_PP : J0_PP, *pq = order1 ? J1_PQ : J0_PQ;
+  const double *qp = order1 ? J1_QP : J0_QP, *qq = order1 ? J1_QQ : J0_QQ;
+  /* the CPU forms z as 25 / x^2 (order 0) or 5/x * (5/x) (order 1) */
+  V z = order1 ? MUL(DIV(K(a, 5), a), DIV(K(a, 5), a))
+               : DIV(K(a, 25), MUL(a, a));
+  V p = DIV(e_polevl(e, z, pp, 7), e_polevl(e, z, pq, 7));
+  V q = DIV(e_polevl(e, z, qp, 8), e_polevl(e, z, qq, 7));
+  V w = SUB(a, K(a, order1 ? 2.356194490192344928846982537459627163
+                           : 0.785398163397448309615660845819875721));
+  V q5 = MUL(DIV(K(a, 5), a), q);
+  V r = second ? ADD(MUL(p, SIN(w)), MUL(q5, COS(w)))
+               : SUB(MUL(p, COS(w)), MUL(q5, SIN(w)));
+  return DIV(MUL(r, K(r, 0.797884560802865355879892119868763737)), SQRT(a));
+}
+
+/* J0 or J1 of x (f32 or f64). */
+static V e_bessel_j(em* e, V x, bool order1) {
+  V a = ABS(x);
+  V near = LE(a, K(a, 5));
+  /* the near branch at a clamped to <= 5, the far one at a > 5 */
+  V an = SEL(near, a, K(a, 1));
+  V af = SEL(near, K(a, 10), a);
+  V z = MUL(an, an);
+  V rp = e_polevl(e, z, order1 ? J1_RP : J0_RP, 4);
+  V rq = e_polevl(e, z, order1 ? J1_RQ : J0_RQ, 8);
+  V rn;
+  if (order1) {
+    rn = MUL(MUL(DIV(rp, rq), an), SUB(z, K(z, 1.46819706421238932572e+01)));
+    rn = MUL(rn, SUB(z, K(z, 4.92184563216946036703e+01)));
+  } else {
+    rn = MUL(MUL(SUB(z, K(z, 5.78318596294678452118e+00)),
+                 SUB(z, K(z, 3.04712623436620863991e+01))), rp);
+    rn = DIV(rn, rq);
+    /* tiny a: 1 - a^2/4 */
+    rn = SEL(LT(an, K(an, 0.00001)), SUB(K(z, 1), DIV(z, K(z, 4))), rn);
+  }
+  V res = SEL(near, rn, e_bessel_far(e, af, order1, false));
+  /* J1 is odd; NaN takes the far branch on the CPU too */
+  if (order1) res = SEL(LT(x, K(x, 0)), NEG(res), res);
+  return SEL(ISNAN(x), x, res);
+}
+
+/* Y0 or Y1 of x (f32 or f64): -inf at 0, NaN below. */
+static V e_bessel_y(em* e, V x, bool order1) {
+  V near = LE(x, K(x, 5));
+  V xn = SEL(AND(near, GT(x, K(x, 0))), x, K(x, 1));
+  V xf = SEL(near, K(x, 10), x);
+  V z = MUL(xn, xn);
+  V yp = e_polevl(e, z, order1 ? Y1_YP : Y0_YP, order1 ? 6 : 8);
+  V yq = e_polevl(e, z, order1 ? Y1_YQ : Y0_YQ, order1 ? 8 : 7);
+  V k2pi = K(x, 0.636619772367581343075535053490057448);
+  V rn;
+  if (order1) {
+    V jl = SUB(MUL(e_bessel_j(e, xn, true), LOG(xn)), DIV(K(xn, 1), xn));
+    rn = ADD(MUL(xn, DIV(yp, yq)), MUL(k2pi, jl));
+  } else {
+    rn = ADD(DIV(yp, yq), MUL(MUL(k2pi, LOG(xn)), e_bessel_j(e, xn, false)));
+  }
+  rn = SEL(LT(x, K(x, 0)), K(x, NAN), rn);
+  rn = SEL(EQ(x, K(x, 0)), K(x, -INFINITY), rn);
+  V res = SEL(near, rn, e_bessel_far(e, xf, order1, true));
+  return SEL(ISNAN(x), x, res);
+}
+
+/* spherical j0: sin(x)/x, a Taylor polynomial for |x| < 0.5, 0 at inf. */
+static V e_spherical_j0(em* e, V x) {
+  V z = MUL(x, x);
+  V p = K(x, 1.0 / 6227020800.0);
+  static const double c[5] = {-1.0 / 39916800.0, 1.0 / 362880.0,
+                              -1.0 / 5040.0, 1.0 / 120.0, -1.0 / 6.0};
+  for (int k = 0; k < 5; k++) p = ADD(K(x, c[k]), MUL(z, p));
+  V small = ADD(K(x, 1), MUL(z, p));
+  V res = SEL(LT(ABS(x), K(x, 0.5)), small, DIV(SIN(x), x));
+  return SEL(EQ(ABS(x), K(x, INFINITY)), K(x, 0), res);
+}
+
+/* ---------------- modified Bessel functions (special_* forms) ------------ */
+
+/* Cephes Chebyshev coefficients of K0 and K1: on [0, 2] (in x^2 - 2) and
+ * of exp(x) sqrt(x) K on (2, inf) (in 8/x - 2). */
+static const double K0_A[10] = {
+    1.37446543561352307156e-16, 4.25981614279661018399e-14,
+    1.03496952576338420167e-11, 1.90451637722020886025e-09,
+    2.53479107902614945675e-07, 2.28621210311945178607e-05,
+    1.26461541144692592338e-03, 3.59799365153615016266e-02,
+    3.44289899924628486886e-01, -5.35327393233902768720e-01};
+static const double K0_B[25] = {
+    5.30043377268626276149e-18, -1.64758043015242134646e-17,
+    5.21039150503902756861e-17, -1.67823109680541210385e-16,
+    5.51205597852431940784e-16, -1.84859337734377901440e-15,
+    6.34007647740507060557e-15, -2.22751332699166985548e-14,
+    8.03289077536357521100e-14, -2.98009692317273043925e-13,
+    1.14034058820847496303e-12, -4.51459788337394416547e-12,
+    1.85594911495471785253e-11, -7.95748924447710747776e-11,
+    3.57739728140030116597e-10, -1.69753450938905987466e-09,
+    8.57403401741422608519e-09, -4.66048989768794782956e-08,
+    2.76681363944501510342e-07, -1.83175552271911948767e-06,
+    1.39498137188764993662e-05, -1.28495495816278026384e-04,
+    1.56988388573005337491e-03, -3.14481013119645005427e-02,
+    2.44030308206595545468e+00};
+static const double K1_A[11] = {
+    -7.02386347938628759343e-18, -2.42744985051936593393e-15,
+    -6.66690169419932900609e-13, -1.41148839263352776110e-10,
+    -2.21338763073472585583e-08, -2.43340614156596823496e-06,
+    -1.73028895751305206302e-04, -6.97572385963986435018e-03,
+    -1.22611180822657148235e-01, -3.53155960776544875667e-01,
+    1.52530022733894777053e+00};
+static const double K1_B[25] = {
+    -5.75674448366501715755e-18, 1.79405087314755922667e-17,
+    -5.68946255844285935196e-17, 1.83809354436663880070e-16,
+    -6.05704724837331885336e-16, 2.03870316562433424052e-15,
+    -7.01983709041831346144e-15, 2.47715442448130437068e-14,
+    -8.97670518232499435011e-14, 3.34841966607842919884e-13,
+    -1.28917396095102890680e-12, 5.13963967348173025100e-12,
+    -2.12996783842756842877e-11, 9.21831518760500529508e-11,
+    -4.19035475934189648750e-10, 2.01504975519703286596e-09,
+    -1.03457624656780970260e-08, 5.74108412545004946722e-08,
+    -3.50196060308781257119e-07, 2.40648494783721712015e-06,
+    -1.93619797416608296024e-05, 1.95215518471351631108e-04,
+    -2.85781685962277938680e-03, 1.03923736576817238437e-01,
+    2.72062619048444266945e+00};
+
+/* I0 or I1 of x as the CPU's modified_bessel_i{0,1}_forward (all the
+ * coefficients in both float dtypes, unlike calc_i1). */
+static V e_mod_i(em* e, V x, bool order1) {
+  V a = ABS(x);
+  V near = LE(a, K(a, 8));
+  V ca = e_chbevl(e, SUB(DIV(a, K(a, 2)), K(a, 2)), order1 ? I1_A : I0_A,
+                  order1 ? 29 : 30);
+  V af = SEL(near, K(a, 16), a);
+  V cb = e_chbevl(e, SUB(DIV(K(af, 32), af), K(af, 2)),
+                  order1 ? I1_B : I0_B, 25);
+  V ea = EXP(a);
+  V rn = order1 ? MUL(MUL(ca, a), ea) : MUL(ea, ca);
+  V res = SEL(near, rn, DIV(MUL(ea, cb), SQRT(af)));
+  if (order1) res = SEL(LT(x, K(x, 0)), NEG(res), res);
+  return SEL(ISNAN(x), x, res);
+}
+
+/* K0 or K1 of x, exp(x) K when `scaled`, as the CPU's
+ * [scaled_]modified_bessel_k{0,1}_forward: inf at 0, NaN below. */
+static V e_mod_k(em* e, V x, bool order1, bool scaled) {
+  tpuc_dtype dt = e_type(e, x).dtype;
+  V near = LE(x, K(x, 2));
+  V xn = SEL(AND(near, GT(x, K(x, 0))), x, K(x, 1));
+  V xf = SEL(near, K(x, 4), x);
+  V ca = e_chbevl(e, SUB(MUL(xn, xn), K(xn, 2)), order1 ? K1_A : K0_A,
+                  order1 ? 11 : 10);
+  V cb = e_chbevl(e, SUB(DIV(K(xf, 8), xf), K(xf, 2)),
+                  order1 ? K1_B : K0_B, 25);
+  V rn;
+  if (order1) {
+    rn = ADD(MUL(LOG(MUL(K(xn, 0.5), xn)), e_mod_i(e, xn, true)),
+             DIV(ca, xn));
+  } else if (!scaled) {
+    /* the CPU's log(0.5 * x) is a double expression: the log term and
+     * the difference are in f64 */
+    V xd = e_cvt(e, xn, TPUC_DTYPE_F64);
+    V lt = MUL(LOG(MUL(K(xd, 0.5), xd)),
+               e_cvt(e, e_mod_i(e, xn, false), TPUC_DTYPE_F64));
+    rn = e_cvt(e, SUB(e_cvt(e, ca, TPUC_DTYPE_F64), lt), dt);
+  } else {
+    rn = SUB(ca, MUL(LOG(MUL(K(xn, 0.5), xn)), e_mod_i(e, xn, false)));
+  }
+  if (scaled) rn = MUL(rn, EXP(xn));
+  V rf = DIV(cb, SQRT(xf));
+  if (!scaled) rf = DIV(MUL(EXP(NEG(xf)), cb), SQRT(xf));
+  V res = SEL(near, rn, rf);
+  res = SEL(LT(x, K(x, 0)), K(x, NAN), res);
+  res = SEL(EQ(x, K(x, 0)), K(x, INFINITY), res);
+  return SEL(ISNAN(x), x, res);
+}
+
 /* ------------------------- unary float functions ------------------------- */
 
 enum {
   SU_ANGLE = 1, SU_SINC, SU_ENTR, SU_LGAMMA, SU_DIGAMMA, SU_TRIGAMMA,
-  SU_I0, SU_I0E, SU_I1, SU_I1E,
+  SU_I0, SU_I0E, SU_I1, SU_I1E, SU_J0, SU_J1, SU_Y0, SU_Y1, SU_SPH_J0,
+  SU_MI0, SU_MI1, SU_MK0, SU_MK1, SU_SK0, SU_SK1,
 };
 
 /* f(x) of x in the compute dtype (f32 for half floats and f32, f64). */
@@ -492,6 +750,28 @@ static V e_special_fn(em* e, int which, V x) {
       return e_bessel(e, x, BES_I1);
     case SU_I1E:
       return e_bessel(e, x, BES_I1E);
+    case SU_J0:
+      return e_bessel_j(e, x, false);
+    case SU_J1:
+      return e_bessel_j(e, x, true);
+    case SU_Y0:
+      return e_bessel_y(e, x, false);
+    case SU_Y1:
+      return e_bessel_y(e, x, true);
+    case SU_SPH_J0:
+      return e_spherical_j0(e, x);
+    case SU_MI0:
+      return e_mod_i(e, x, false);
+    case SU_MI1:
+      return e_mod_i(e, x, true);
+    case SU_MK0:
+      return e_mod_k(e, x, false, false);
+    case SU_MK1:
+      return e_mod_k(e, x, true, false);
+    case SU_SK0:
+      return e_mod_k(e, x, false, true);
+    case SU_SK1:
+      return e_mod_k(e, x, true, true);
   }
   return -1;
 }
@@ -502,6 +782,10 @@ static tpuc_status* lower_special_unary(op_ctx* c, int which) {
   if (!op_is_tensor(c, 0)) return op_unimpl("unexpected arguments");
   tpuc_dtype rt = float_result(c, c->types[0].dtype);
   if (!is_float(rt)) return op_unimpl("complex runs on the CPU");
+  /* the special_* Bessel kernels have no half float version: the CPU
+   * raises */
+  if (which >= SU_J0 && rt != TPUC_DTYPE_F32 && rt != TPUC_DTYPE_F64)
+    return op_unimpl("no half float kernel: the CPU raises");
   tpuc_dtype acc = op_accumulation_dtype(rt);
   em ee = em_of(c), *e = &ee;
   V x = e_cvt(e, e_cvt(e, c->vals[0], rt), acc);
@@ -1630,6 +1914,34 @@ const op_entry op_table_special[] = {
     {"aten::special_i1.out", lower_special_unary, SU_I1},
     {"aten::special_i1e", lower_special_unary, SU_I1E},
     {"aten::special_i1e.out", lower_special_unary, SU_I1E},
+    {"aten::special_bessel_j0", lower_special_unary, SU_J0},
+    {"aten::special_bessel_j0.out", lower_special_unary, SU_J0},
+    {"aten::special_bessel_j1", lower_special_unary, SU_J1},
+    {"aten::special_bessel_j1.out", lower_special_unary, SU_J1},
+    {"aten::special_bessel_y0", lower_special_unary, SU_Y0},
+    {"aten::special_bessel_y0.out", lower_special_unary, SU_Y0},
+    {"aten::special_bessel_y1", lower_special_unary, SU_Y1},
+    {"aten::special_bessel_y1.out", lower_special_unary, SU_Y1},
+    {"aten::special_spherical_bessel_j0", lower_special_unary, SU_SPH_J0},
+    {"aten::special_spherical_bessel_j0.out", lower_special_unary, SU_SPH_J0},
+    {"aten::special_modified_bessel_i0", lower_special_unary, SU_MI0},
+    {"aten::special_modified_bessel_i0.out", lower_special_unary,
+     SU_MI0},
+    {"aten::special_modified_bessel_i1", lower_special_unary, SU_MI1},
+    {"aten::special_modified_bessel_i1.out", lower_special_unary,
+     SU_MI1},
+    {"aten::special_modified_bessel_k0", lower_special_unary, SU_MK0},
+    {"aten::special_modified_bessel_k0.out", lower_special_unary,
+     SU_MK0},
+    {"aten::special_modified_bessel_k1", lower_special_unary, SU_MK1},
+    {"aten::special_modified_bessel_k1.out", lower_special_unary,
+     SU_MK1},
+    {"aten::special_scaled_modified_bessel_k0", lower_special_unary, SU_SK0},
+    {"aten::special_scaled_modified_bessel_k0.out", lower_special_unary,
+     SU_SK0},
+    {"aten::special_scaled_modified_bessel_k1", lower_special_unary, SU_SK1},
+    {"aten::special_scaled_modified_bessel_k1.out", lower_special_unary,
+     SU_SK1},
     {"aten::logit", lower_logit, 0},
     {"aten::logit.out", lower_logit, 0},
     {"aten::logit_", lower_logit, 0},

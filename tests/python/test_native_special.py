@@ -295,3 +295,45 @@ def test_nanmedian_all_nan_row_matches_cpu():
     y = torch.randn(3, 7, dtype=torch.float64)
     y[1, :] = math.nan
     check(lambda t: torch.nanmedian(t, 1), y, exact=True, native=False)
+
+
+BESSEL = {
+    "bessel_j0": torch.special.bessel_j0,
+    "bessel_j1": torch.special.bessel_j1,
+    "bessel_y0": torch.special.bessel_y0,
+    "bessel_y1": torch.special.bessel_y1,
+    "spherical_bessel_j0": torch.special.spherical_bessel_j0,
+    "modified_bessel_i0": torch.special.modified_bessel_i0,
+    "modified_bessel_i1": torch.special.modified_bessel_i1,
+    "modified_bessel_k0": torch.special.modified_bessel_k0,
+    "modified_bessel_k1": torch.special.modified_bessel_k1,
+    "scaled_modified_bessel_k0": torch.special.scaled_modified_bessel_k0,
+    "scaled_modified_bessel_k1": torch.special.scaled_modified_bessel_k1,
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+@pytest.mark.parametrize("name", list(BESSEL))
+def test_bessel_whole_range(name, dtype):
+    # both sides of the near/far splits (2, 5, 8), tiny, huge, inf and NaN
+    extra = torch.tensor([4.999, 5.0, 5.001, -5.0, 1e-6, -1e-6, 0.49, 0.5,
+                          1e3, 1e30, 1.99, 2.01, -8.01, 8.01, 700.0], dtype=torch.float64).to(dtype)
+    check(BESSEL[name], torch.cat([inputs(dtype), extra]))
+
+
+@pytest.mark.parametrize("name", list(BESSEL))
+def test_bessel_integer_promotes_out_noncontiguous(name):
+    fn = BESSEL[name]
+    check(fn, torch.randint(-8, 9, (16,)))
+    check(fn, torch.tensor([True, False]))
+    check(lambda t: fn(t, out=torch.empty_like(t)), inputs(torch.float32))
+    check(fn, (torch.randn(6, 8) * 6)[:, ::2].t())
+
+
+@pytest.mark.parametrize("name", list(BESSEL))
+def test_bessel_half_raises_like_cpu(name):
+    x = torch.randn(4, dtype=torch.float16)
+    with pytest.raises(Exception):
+        BESSEL[name](x)
+    with pytest.raises(Exception):
+        BESSEL[name](x.to("tpu"))
