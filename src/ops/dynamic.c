@@ -117,14 +117,7 @@ static tpuc_status* lower_masked_select(op_ctx* c, int param) {
   TRY(tpuc_hlo_reshape(c->fn, x, &total, 1, &flat));
   int64_t idims[2] = {n, 1};
   TRY(tpuc_hlo_reshape(c->fn, pos, idims, 2, &idx));
-  int64_t collapsed = 0, map = 0, slice = 1;
-  tpuc_hlo_gather_dims g = {0};
-  g.collapsed_slice_dims = &collapsed;
-  g.num_collapsed_slice_dims = 1;
-  g.start_index_map = &map;
-  g.num_start_index_map = 1;
-  g.index_vector_dim = 1;
-  return tpuc_hlo_gather(c->fn, flat, idx, &g, &slice, true, &c->outs[0]);
+  return op_gather_elements(c->fn, flat, idx, &c->outs[0]);
 }
 
 const op_entry op_table_dynamic[] = {

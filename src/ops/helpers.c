@@ -1,6 +1,7 @@
 /* Small helpers shared by the lowerings (ops_internal.h). */
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "ops/ops_internal.h"
 
@@ -104,4 +105,40 @@ tpuc_status* op_scalar(op_ctx* c, int i, tpuc_dtype dtype,
   tpuc_hlo_value x = c->vals[i];
   if (c->types[i].dtype != dtype) TRY(tpuc_hlo_convert(c->fn, x, dtype, &x));
   return splat(c, x, shape, out);
+}
+
+tpuc_status* op_gather_elements(tpuc_hlo_fn* fn, tpuc_hlo_value flat,
+                                tpuc_hlo_value idx, tpuc_hlo_value* out) {
+  tpuc_hlo_type it;
+  TRY(tpuc_hlo_value_type(fn, idx, &it));
+  int64_t zero = 0, one = 1;
+  tpuc_hlo_gather_dims g;
+  memset(&g, 0, sizeof g);
+  g.collapsed_slice_dims = &zero;
+  g.num_collapsed_slice_dims = 1;
+  g.start_index_map = &zero;
+  g.num_start_index_map = 1;
+  g.index_vector_dim = it.rank - 1;
+  return tpuc_hlo_gather(fn, flat, idx, &g, &one, false, out);
+}
+
+tpuc_status* op_take_along(tpuc_hlo_fn* fn, tpuc_hlo_value x,
+                           const tpuc_hlo_type* xt, int64_t dim,
+                           tpuc_hlo_value idx, tpuc_hlo_value* out) {
+  int64_t offs[TPUC_MAX_RANK], slice[TPUC_MAX_RANK];
+  size_t no = 0;
+  for (int d = 0; d < xt->rank; d++) {
+    slice[d] = d == dim ? 1 : xt->dims[d];
+    if (d != dim) offs[no++] = d;
+  }
+  tpuc_hlo_gather_dims g;
+  memset(&g, 0, sizeof g);
+  g.offset_dims = offs;
+  g.num_offset_dims = no;
+  g.collapsed_slice_dims = &dim;
+  g.num_collapsed_slice_dims = 1;
+  g.start_index_map = &dim;
+  g.num_start_index_map = 1;
+  g.index_vector_dim = 1;
+  return tpuc_hlo_gather(fn, x, idx, &g, slice, false, out);
 }

@@ -432,22 +432,7 @@ static tpuc_status* take_along(op_ctx* c, V x, const tpuc_hlo_type* xt,
   int64_t shp[2] = {n, 1};
   V ix;
   TRY(tpuc_hlo_reshape(c->fn, idx, shp, 2, &ix));
-  int64_t offs[TPUC_MAX_RANK], slice[TPUC_MAX_RANK];
-  size_t no = 0;
-  for (int d = 0; d < xt->rank; d++) {
-    slice[d] = d == dim ? 1 : xt->dims[d];
-    if (d != dim) offs[no++] = d;
-  }
-  tpuc_hlo_gather_dims g;
-  memset(&g, 0, sizeof g);
-  g.offset_dims = offs;
-  g.num_offset_dims = no;
-  g.collapsed_slice_dims = &dim;
-  g.num_collapsed_slice_dims = 1;
-  g.start_index_map = &dim;
-  g.num_start_index_map = 1;
-  g.index_vector_dim = 1;
-  return tpuc_hlo_gather(c->fn, x, ix, &g, slice, false, out);
+  return op_take_along(c->fn, x, xt, dim, ix, out);
 }
 
 /* A result of all zeros of `dims` (an empty result has no elements). */

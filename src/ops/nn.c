@@ -1262,23 +1262,7 @@ static V e_take(em* e, V x, int dim, V idx) {
   if (e->st != NULL) return -1;
   int64_t n = it.dims[0], id[2] = {n, 1};
   V i2 = e_reshape(e, idx, id, 2), out = -1;
-  int64_t offs[TPUC_MAX_RANK], sizes[TPUC_MAX_RANK], d64 = dim;
-  size_t no = 0;
-  for (int d = 0; d < xt.rank; d++) {
-    if (d != dim) offs[no++] = d;
-    sizes[d] = d == dim ? 1 : xt.dims[d];
-  }
-  tpuc_hlo_gather_dims g;
-  memset(&g, 0, sizeof g);
-  g.offset_dims = offs;
-  g.num_offset_dims = no;
-  g.collapsed_slice_dims = &d64;
-  g.num_collapsed_slice_dims = 1;
-  g.start_index_map = &d64;
-  g.num_start_index_map = 1;
-  g.index_vector_dim = 1;
-  if (e->st == NULL)
-    e->st = tpuc_hlo_gather(e->c->fn, x, i2, &g, sizes, false, &out);
+  if (e->st == NULL) e->st = op_take_along(e->c->fn, x, &xt, dim, i2, &out);
   return out;
 }
 

@@ -108,6 +108,15 @@ tpuc_status* op_const(op_ctx* c, tpuc_dtype dtype, double v,
  * rank 0, broadcast to `shape` when non-NULL. */
 tpuc_status* op_scalar(op_ctx* c, int i, tpuc_dtype dtype,
                        const tpuc_hlo_type* shape, tpuc_hlo_value* out);
+/* flat[idx]: elements of the rank-1 `flat` at the s64 indices `idx`
+ * (shape [batch..., 1], in range); the result has the batch shape. */
+tpuc_status* op_gather_elements(tpuc_hlo_fn* fn, tpuc_hlo_value flat,
+                                tpuc_hlo_value idx, tpuc_hlo_value* out);
+/* x[..., idx[j], ...]: slices of `x` (type `xt`) along `dim` at the s64
+ * indices `idx` (shape [m, 1], in range); dim's size becomes m. */
+tpuc_status* op_take_along(tpuc_hlo_fn* fn, tpuc_hlo_value x,
+                           const tpuc_hlo_type* xt, int64_t dim,
+                           tpuc_hlo_value idx, tpuc_hlo_value* out);
 /* Random ops: `count` independent draws of uniform u32 (or u64) bits with
  * `shape`, from c->rng. */
 tpuc_status* op_random_bits(op_ctx* c, tpuc_dtype bits,

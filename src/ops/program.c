@@ -118,15 +118,7 @@ static tpuc_status* read_view(tpuc_hlo_fn* fn, const tpuc_view* v,
   /* General strides: gather at offset + sum_d iota_d * stride_d. */
   tpuc_hlo_value idx2;
   TRY(view_indices(fn, v, &idx2));
-  int64_t collapsed = 0, map = 0, slice = 1;
-  tpuc_hlo_gather_dims g;
-  memset(&g, 0, sizeof g);
-  g.collapsed_slice_dims = &collapsed;
-  g.num_collapsed_slice_dims = 1;
-  g.start_index_map = &map;
-  g.num_start_index_map = 1;
-  g.index_vector_dim = v->rank;
-  return tpuc_hlo_gather(fn, flat, idx2, &g, &slice, false, out);
+  return op_gather_elements(fn, flat, idx2, out);
 }
 
 /* Row-major bytes of `x` (type `t`) as u8[numel * size]. */

@@ -1115,16 +1115,7 @@ static V e_take1(em* e, V flat, V idx) {
   int64_t m = it.rank == 1 ? it.dims[0] : 1, two[2] = {m, 1};
   V ix = -1, r = -1;
   if (e->st == NULL) em_keep(e, tpuc_hlo_reshape(e->fn, idx, two, 2, &ix));
-  int64_t zero = 0, one = 1;
-  tpuc_hlo_gather_dims g;
-  memset(&g, 0, sizeof g);
-  g.collapsed_slice_dims = &zero;
-  g.num_collapsed_slice_dims = 1;
-  g.start_index_map = &zero;
-  g.num_start_index_map = 1;
-  g.index_vector_dim = 1;
-  if (e->st == NULL)
-    em_keep(e, tpuc_hlo_gather(e->fn, flat, ix, &g, &one, false, &r));
+  if (e->st == NULL) em_keep(e, op_gather_elements(e->fn, flat, ix, &r));
   return r;
 }
 
