@@ -1026,3 +1026,6 @@ const op_entry op_table_linalg[] = {
     {"aten::lu_unpack.out", lower_lu_unpack, 0},
     {NULL, NULL, 0},
 };
+
+/* Complex-ready ops of this file (ops_internal.h). */
+const char* const op_complex_linalg[] = {NULL};

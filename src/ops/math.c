@@ -1694,3 +1694,6 @@ const op_entry op_table_math[] = {
     {"aten::topk.values", lower_sort, SO_TOPK},
     {NULL, NULL, 0},
 };
+
+/* Complex-ready ops of this file (ops_internal.h). */
+const char* const op_complex_math[] = {NULL};

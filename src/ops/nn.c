@@ -2840,3 +2840,6 @@ const op_entry op_table_nn[] = {
      PAD_REPLICATE | PAD_BW | 2 << 4},
     {NULL, NULL, 0},
 };
+
+/* Complex-ready ops of this file (ops_internal.h). */
+const char* const op_complex_nn[] = {NULL};

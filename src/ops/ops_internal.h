@@ -81,6 +81,16 @@ extern const op_entry op_table_special[]; /* special.c: special functions */
 extern const op_entry op_table_fft[];     /* fft.c: FFTs */
 extern const op_entry op_table_linalg[];  /* linalg.c: factorizations */
 
+/* Ops (base names, "acos" covers acos, acos_ and acos.out) whose lowerings
+ * in each file are written for complex tensors too, reviewed one by one;
+ * NULL-terminated. Any other op given a complex tensor runs on the CPU. */
+extern const char* const op_complex_index[];
+extern const char* const op_complex_nn[];
+extern const char* const op_complex_math[];
+extern const char* const op_complex_special[];
+extern const char* const op_complex_linalg[];
+extern const char* const op_complex_random[];
+
 /* ---- helpers for lowerings ---- */
 
 /* UNIMPLEMENTED: "run this call on the CPU" (printf-style reason). */

@@ -824,6 +824,13 @@ static bool complex_ok(const char* name) {
   for (size_t i = 0; i < sizeof kBases / sizeof kBases[0]; i++)
     if (strlen(kBases[i]) == len && strncmp(kBases[i], base, len) == 0)
       return true;
+  /* Each op file lists its own complex-ready ops. */
+  const char* const* const kFiles[] = {op_complex_index, op_complex_nn,
+                                       op_complex_math, op_complex_special,
+                                       op_complex_linalg, op_complex_random};
+  for (size_t f = 0; f < sizeof kFiles / sizeof kFiles[0]; f++)
+    for (const char* const* n = kFiles[f]; *n != NULL; n++)
+      if (strlen(*n) == len && strncmp(*n, base, len) == 0) return true;
   return false;
 }
 

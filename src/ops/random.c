@@ -340,3 +340,6 @@ const op_entry op_table_random[] = {
     {"aten::random_.to", lower_random_range, 1},
     {NULL, NULL, 0},
 };
+
+/* Complex-ready ops of this file (ops_internal.h). */
+const char* const op_complex_random[] = {NULL};

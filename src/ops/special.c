@@ -1984,3 +1984,6 @@ const op_entry op_table_special[] = {
     {"aten::index_reduce_", lower_index_reduce, 0},
     {NULL, NULL, 0},
 };
+
+/* Complex-ready ops of this file (ops_internal.h). */
+const char* const op_complex_special[] = {NULL};
