@@ -1220,6 +1220,89 @@ static tpuc_status* lower_masked_fill(op_ctx* c, int param) {
   return tpuc_hlo_select(c->fn, m, vb, x, &c->outs[0]);
 }
 
+/* ---------------------------- masked_scatter --------------------------- */
+
+/* Inclusive prefix sums of the s64[n] `x` (Hillis-Steele: log2(n)
+ * shifted adds). */
+static tpuc_status* prefix_sum(op_ctx* c, V x, int64_t n, V* out) {
+  V zero;
+  TRY(op_const(c, TPUC_DTYPE_S64, 0, NULL, &zero));
+  for (int64_t k = 1; k < n; k *= 2) {
+    int64_t lo = k, hi = -k; /* shifted[i] = x[i - k], 0 before */
+    V shifted;
+    TRY(tpuc_hlo_pad(c->fn, x, zero, &lo, &hi, NULL, &shifted));
+    TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_ADD, x, shifted, &x));
+  }
+  *out = x;
+  return NULL;
+}
+
+/* masked_scatter(self, mask, source) (param 0, and its out= form; the
+ * result has the broadcast shape of self and mask) / masked_scatter_
+ * (param 1: mask broadcast to self): the true elements of the mask, in
+ * row-major order, take the consecutive elements of the flattened
+ * source. A source shorter than the count of true elements raises. */
+static tpuc_status* lower_masked_scatter(op_ctx* c, int param) {
+  if (!op_is_tensor(c, 0) || !op_is_tensor(c, 1) || !op_is_tensor(c, 2))
+    return op_unimpl("unexpected arguments");
+  const tpuc_hlo_type st = c->types[0], mt = c->types[1], srt = c->types[2];
+  if (mt.dtype != TPUC_DTYPE_PRED || srt.dtype != st.dtype)
+    return op_unimpl("mask or source dtype: CPU raises");
+  int64_t dims[TPUC_MAX_RANK];
+  int rank = 0;
+  if (!broadcast_merge(dims, &rank, &st) || !broadcast_merge(dims, &rank, &mt))
+    return op_unimpl("shapes do not broadcast: CPU raises");
+  if (param == 1 && !broadcasts_to(&mt, st.dims, st.rank))
+    return op_unimpl("mask does not expand to self: CPU raises");
+  if (param == 1) {
+    rank = st.rank;
+    memcpy(dims, st.dims, sizeof(int64_t) * (size_t)rank);
+  }
+  tpuc_hlo_type rt = tpuc_hlo_type_make(st.dtype, dims, rank);
+  int64_t n = numel_of(&rt), ns = numel_of(&srt);
+  V x, m;
+  TRY(bcast_to(c, c->vals[0], &st, dims, rank, &x));
+  TRY(bcast_to(c, c->vals[1], &mt, dims, rank, &m));
+  c->nouts = 1;
+  if (n == 0) return empty_result(c, st.dtype, dims, rank);
+  V flat_m, count, pos, bad, kv;
+  TRY(tpuc_hlo_reshape(c->fn, m, &n, 1, &flat_m));
+  TRY(convert(c, flat_m, TPUC_DTYPE_S64, &count));
+  TRY(prefix_sum(c, count, n, &pos));
+  /* the count of true elements is the last prefix sum */
+  {
+    int64_t last = n - 1;
+    V total;
+    TRY(tpuc_hlo_slice(c->fn, pos, &last, &n, NULL, &total));
+    TRY(tpuc_hlo_reshape(c->fn, total, NULL, 0, &total));
+    TRY(op_const(c, TPUC_DTYPE_S64, (double)ns, NULL, &kv));
+    TRY(tpuc_hlo_compare(c->fn, TPUC_HLO_GT, total, kv, &bad));
+    TRY(add_check(c, bad, TPUC_INVALID_ARGUMENT,
+                  "Number of elements of source < number of ones in mask"));
+  }
+  if (ns == 0) {
+    c->outs[0] = x;
+    return NULL;
+  }
+  /* element i takes source[pos[i] - 1] (clamped: false elements keep
+   * self and may point anywhere) */
+  V one, lo, hi, src, idx, taken, r;
+  tpuc_hlo_type pt = tpuc_hlo_type_make(TPUC_DTYPE_S64, &n, 1);
+  TRY(op_const(c, TPUC_DTYPE_S64, 1, &pt, &one));
+  TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_SUB, pos, one, &pos));
+  TRY(op_const(c, TPUC_DTYPE_S64, 0, NULL, &lo));
+  TRY(op_const(c, TPUC_DTYPE_S64, (double)(ns - 1), NULL, &hi));
+  TRY(tpuc_hlo_clamp(c->fn, lo, pos, hi, &pos));
+  TRY(tpuc_hlo_reshape(c->fn, c->vals[2], &ns, 1, &src));
+  int64_t idims[2] = {n, 1};
+  TRY(tpuc_hlo_reshape(c->fn, pos, idims, 2, &idx));
+  TRY(op_gather_elements(c->fn, src, idx, &taken));
+  TRY(tpuc_hlo_reshape(c->fn, taken, dims, rank, &taken));
+  TRY(tpuc_hlo_select(c->fn, m, taken, x, &r));
+  c->outs[0] = r;
+  return NULL;
+}
+
 /* ------------------------------ shape ops ------------------------------ */
 
 /* flip(self, dims) */
@@ -1452,6 +1535,9 @@ const op_entry op_table_index[] = {
     {"aten::masked_fill.Tensor", lower_masked_fill, 0},
     {"aten::masked_fill_.Tensor", lower_masked_fill, 0},
     {"aten::masked_fill.Tensor_out", lower_masked_fill, 0},
+    {"aten::masked_scatter", lower_masked_scatter, 0},
+    {"aten::masked_scatter.out", lower_masked_scatter, 0},
+    {"aten::masked_scatter_", lower_masked_scatter, 1},
     {"aten::flip", lower_flip, 0},
     {"aten::flip.out", lower_flip, 0},
     {"aten::roll", lower_roll, 0},
@@ -1470,4 +1556,5 @@ const op_entry op_table_index[] = {
 };
 
 /* Complex-ready ops of this file (ops_internal.h). */
-const char* const op_complex_index[] = {NULL};
+const char* const op_complex_index[] = {"scatter", "scatter_", "masked_scatter",
+                                        "masked_scatter_", NULL};

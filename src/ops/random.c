@@ -15,9 +15,14 @@ tpuc_status* op_random_bits(op_ctx* c, tpuc_dtype bits,
   if (c->rng < 0) return op_unimpl("random op without a generator state");
   tpuc_hlo_type t = *shape;
   t.dtype = bits;
+  /* Later draws of the same call continue from the advanced state, so
+   * two draws in one program never repeat each other's bits (the next
+   * call's counter starts 2^32 blocks further on). */
   tpuc_hlo_value state;
-  return tpuc_hlo_rng_bit_generator(c->fn, TPUC_HLO_RNG_THREE_FRY, c->rng, &t,
-                                    &state, out);
+  TRY(tpuc_hlo_rng_bit_generator(c->fn, TPUC_HLO_RNG_THREE_FRY, c->rng, &t,
+                                 &state, out));
+  c->rng = state;
+  return NULL;
 }
 
 /* Uniform [0, 1) of `shape` in f32 (for f32, f16, bf16) or f64: random
@@ -63,37 +68,31 @@ static tpuc_status* finish(op_ctx* c, tpuc_hlo_value v, tpuc_dtype dt) {
   return tpuc_hlo_convert(c->fn, v, dt, &c->outs[0]);
 }
 
-/* uniform_(self, from=0, to=1): from + u * (to - from). */
-static tpuc_status* lower_uniform(op_ctx* c, int param) {
-  (void)param;
-  if (!op_is_tensor(c, 0) || !tpuc_dtype_is_float(c->types[0].dtype))
-    return op_unimpl("uniform_ of a non-float tensor");
-  tpuc_hlo_type shape = c->types[0];
-  tpuc_dtype ct = compute_dtype(shape.dtype);
-  shape.dtype = ct;
-  tpuc_hlo_value u, lo, hi, span, v;
-  TRY(uniform01(c, &shape, ct, &u));
-  TRY(scalar_or(c, 1, 0.0, ct, &shape, &lo));
-  TRY(scalar_or(c, 2, 1.0, ct, &shape, &hi));
-  TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_SUB, hi, lo, &span));
-  TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_MUL, u, span, &v));
-  TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_ADD, v, lo, &v));
-  return finish(c, v, c->types[0].dtype);
+/* Uniform (0, 1) of `shape` in f32 or f64 (`dt`): uniform01 plus half its
+ * step, exact, so neither end is ever drawn (logs of it stay finite). */
+static tpuc_status* uniform_open01(op_ctx* c, const tpuc_hlo_type* shape,
+                                   tpuc_dtype dt, tpuc_hlo_value* out) {
+  tpuc_hlo_value u, half;
+  TRY(uniform01(c, shape, dt, &u));
+  tpuc_hlo_type fs = *shape;
+  fs.dtype = dt;
+  TRY(op_const(c, dt, dt == TPUC_DTYPE_F64 ? ldexp(1.0, -53) : ldexp(1.0, -24),
+               &fs, &half));
+  return tpuc_hlo_binary(c->fn, TPUC_HLO_ADD, u, half, out);
 }
 
-/* normal_(self, mean=0, std=1): Box-Muller over two uniform draws. */
-static tpuc_status* lower_normal(op_ctx* c, int param) {
-  (void)param;
-  if (!op_is_tensor(c, 0) || !tpuc_dtype_is_float(c->types[0].dtype))
-    return op_unimpl("normal_ of a non-float tensor");
-  tpuc_hlo_type shape = c->types[0];
-  tpuc_dtype ct = compute_dtype(shape.dtype);
+/* Standard normal of `shape` in `ct` (f32 or f64): Box-Muller over two
+ * uniforms taken from one draw of twice the size. */
+static tpuc_status* normal01(op_ctx* c, const tpuc_hlo_type* shape_in,
+                             tpuc_dtype ct, tpuc_hlo_value* out) {
+  if (shape_in->rank >= TPUC_MAX_RANK)
+    return op_unimpl("normal draw of the largest rank");
+  tpuc_hlo_type shape = *shape_in;
   shape.dtype = ct;
-  /* Two independent uniforms from one draw of twice the size. */
   tpuc_hlo_type twice = shape;
   twice.rank = shape.rank + 1;
   twice.dims[shape.rank] = 2;
-  tpuc_hlo_value u, u1, u2, one, r, th, z, mean, std;
+  tpuc_hlo_value u, u1, u2, one, r, th, m2, tau;
   TRY(uniform01(c, &twice, ct, &u));
   int64_t start[TPUC_MAX_RANK + 1] = {0}, lim[TPUC_MAX_RANK + 1];
   for (int d = 0; d < shape.rank; d++) lim[d] = shape.dims[d];
@@ -108,29 +107,128 @@ static tpuc_status* lower_normal(op_ctx* c, int param) {
   TRY(op_const(c, ct, 1.0, &shape, &one));
   TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_SUB, one, u1, &u1));
   TRY(tpuc_hlo_unary(c->fn, TPUC_HLO_LOG, u1, &r));
-  tpuc_hlo_value m2, tau;
   TRY(op_const(c, ct, -2.0, &shape, &m2));
   TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_MUL, r, m2, &r));
   TRY(tpuc_hlo_unary(c->fn, TPUC_HLO_SQRT, r, &r));
   TRY(op_const(c, ct, 2.0 * M_PI, &shape, &tau));
   TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_MUL, u2, tau, &th));
   TRY(tpuc_hlo_unary(c->fn, TPUC_HLO_COSINE, th, &th));
-  TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_MUL, r, th, &z));
+  return tpuc_hlo_binary(c->fn, TPUC_HLO_MUL, r, th, out);
+}
+
+/* The component dtype of a complex dtype. */
+static tpuc_dtype component_of(tpuc_dtype dt) {
+  return dt == TPUC_DTYPE_C128 ? TPUC_DTYPE_F64 : TPUC_DTYPE_F32;
+}
+
+/* `shape` with a trailing dim of 2 (real and imaginary parts). */
+static tpuc_hlo_type pairs_shape(const tpuc_hlo_type* shape, tpuc_dtype ct) {
+  tpuc_hlo_type t = *shape;
+  t.dtype = ct;
+  t.dims[t.rank] = 2;
+  t.rank++;
+  return t;
+}
+
+/* Complex of `shape` from `v` of pairs_shape(shape): the trailing dim's
+ * entries 0 and 1 are the real and imaginary parts (as view_as_real). */
+static tpuc_status* complex_from_pairs(op_ctx* c, tpuc_hlo_value v,
+                                       const tpuc_hlo_type* shape,
+                                       tpuc_hlo_value* out) {
+  int r = shape->rank;
+  int64_t start[TPUC_MAX_RANK + 1] = {0}, lim[TPUC_MAX_RANK + 1];
+  for (int d = 0; d < r; d++) lim[d] = shape->dims[d];
+  tpuc_hlo_value re, im;
+  lim[r] = 1;
+  TRY(tpuc_hlo_slice(c->fn, v, start, lim, NULL, &re));
+  start[r] = 1;
+  lim[r] = 2;
+  TRY(tpuc_hlo_slice(c->fn, v, start, lim, NULL, &im));
+  TRY(tpuc_hlo_reshape(c->fn, re, shape->dims, r, &re));
+  TRY(tpuc_hlo_reshape(c->fn, im, shape->dims, r, &im));
+  return tpuc_hlo_binary(c->fn, TPUC_HLO_COMPLEX, re, im, out);
+}
+
+/* uniform_(self, from=0, to=1): from + u * (to - from); a complex self
+ * draws its real and imaginary parts each so (view_as_real, as the CPU). */
+static tpuc_status* lower_uniform(op_ctx* c, int param) {
+  (void)param;
+  if (!op_is_tensor(c, 0)) return op_unimpl("unexpected arguments");
+  tpuc_dtype dt = c->types[0].dtype;
+  bool cplx = tpuc_dtype_is_complex(dt);
+  if (!cplx && !tpuc_dtype_is_float(dt))
+    return op_unimpl("uniform_ of a non-float tensor");
+  if (cplx && c->types[0].rank >= TPUC_MAX_RANK)
+    return op_unimpl("complex uniform_ of the largest rank");
+  tpuc_dtype ct = cplx ? component_of(dt) : compute_dtype(dt);
+  tpuc_hlo_type shape = c->types[0];
+  shape.dtype = ct;
+  if (cplx) shape = pairs_shape(&c->types[0], ct);
+  tpuc_hlo_value u, lo, hi, span, v;
+  TRY(uniform01(c, &shape, ct, &u));
+  TRY(scalar_or(c, 1, 0.0, ct, &shape, &lo));
+  TRY(scalar_or(c, 2, 1.0, ct, &shape, &hi));
+  TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_SUB, hi, lo, &span));
+  TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_MUL, u, span, &v));
+  TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_ADD, v, lo, &v));
+  if (cplx) {
+    c->nouts = 1;
+    return complex_from_pairs(c, v, &c->types[0], &c->outs[0]);
+  }
+  return finish(c, v, dt);
+}
+
+/* Adds "scalar argument i < 0 (or NaN)" as the call's check. */
+static tpuc_status* check_not_negative(op_ctx* c, int i, tpuc_dtype ct,
+                                       tpuc_code code, const char* msg) {
+  tpuc_hlo_value s0, zero, ok;
+  TRY(scalar_or(c, i, 1.0, ct, NULL, &s0));
+  TRY(op_const(c, ct, 0.0, NULL, &zero));
+  TRY(tpuc_hlo_compare(c->fn, TPUC_HLO_GE, s0, zero, &ok));
+  TRY(tpuc_hlo_unary(c->fn, TPUC_HLO_NOT, ok, &c->check));
+  c->has_check = true;
+  c->check_code = code;
+  c->check_msg = msg;
+  return NULL;
+}
+
+/* normal_(self, mean=0, std=1): mean + std * z. A complex self draws
+ * real and imaginary parts each with std / sqrt(2) (the CPU's
+ * view_as_real fill), so |z - mean|^2 has mean std^2. */
+static tpuc_status* lower_normal(op_ctx* c, int param) {
+  (void)param;
+  if (!op_is_tensor(c, 0)) return op_unimpl("unexpected arguments");
+  tpuc_dtype dt = c->types[0].dtype;
+  bool cplx = tpuc_dtype_is_complex(dt);
+  if (!cplx && !tpuc_dtype_is_float(dt))
+    return op_unimpl("normal_ of a non-float tensor");
+  if (cplx && c->types[0].rank >= TPUC_MAX_RANK)
+    return op_unimpl("complex normal_ of the largest rank");
+  tpuc_dtype ct = cplx ? component_of(dt) : compute_dtype(dt);
+  tpuc_hlo_type shape = c->types[0];
+  shape.dtype = ct;
+  if (cplx) shape = pairs_shape(&c->types[0], ct);
+  tpuc_hlo_value z, mean, std;
+  TRY(normal01(c, &shape, ct, &z));
   TRY(scalar_or(c, 1, 0.0, ct, &shape, &mean));
   TRY(scalar_or(c, 2, 1.0, ct, &shape, &std));
+  if (cplx) {
+    tpuc_hlo_value k;
+    TRY(op_const(c, ct, M_SQRT1_2, &shape, &k));
+    TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_MUL, std, k, &std));
+  }
   TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_MUL, z, std, &z));
   TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_ADD, z, mean, &z));
-  if (!op_is_none(c, 2)) {
-    /* std < 0 is refused, as on the CPU. */
-    tpuc_hlo_value s0, zero;
-    TRY(scalar_or(c, 2, 1.0, ct, NULL, &s0));
-    TRY(op_const(c, ct, 0.0, NULL, &zero));
-    TRY(tpuc_hlo_compare(c->fn, TPUC_HLO_LT, s0, zero, &c->check));
-    c->has_check = true;
-    c->check_code = TPUC_INVALID_ARGUMENT;
-    c->check_msg = "normal expects std >= 0.0";
+  /* std < 0 is refused, as on the CPU (whose message shows the value:
+   * the CPU then runs the call and raises it). */
+  if (!op_is_none(c, 2))
+    TRY(check_not_negative(c, 2, ct, TPUC_UNIMPLEMENTED,
+                           "normal expects std >= 0.0"));
+  if (cplx) {
+    c->nouts = 1;
+    return complex_from_pairs(c, z, &c->types[0], &c->outs[0]);
   }
-  return finish(c, z, c->types[0].dtype);
+  return finish(c, z, dt);
 }
 
 /* Keep mask u < p of `shape` (p a value broadcast to shape, dtype ct). */
@@ -327,6 +425,328 @@ static tpuc_status* lower_random_range(op_ctx* c, int param) {
   return finish(c, v, dt);
 }
 
+/* Adds `bad` (rank-0 i1) to the call's check: a bad argument the CPU's
+ * message shows the value of, so the CPU runs the call and raises it. */
+static tpuc_status* cpu_check(op_ctx* c, tpuc_hlo_value bad) {
+  if (c->has_check)
+    TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_OR, c->check, bad, &bad));
+  c->has_check = true;
+  c->check = bad;
+  c->check_code = TPUC_UNIMPLEMENTED;
+  c->check_msg = "bad random op argument: the CPU raises";
+  return NULL;
+}
+
+/* Rank-0 i1: !(scalar argument i `dir` k) (NaN is bad too). */
+static tpuc_status* scalar_not(op_ctx* c, int i, double dflt,
+                               tpuc_hlo_compare_dir dir, double k,
+                               tpuc_hlo_value* bad) {
+  tpuc_hlo_value s, kv, ok;
+  TRY(scalar_or(c, i, dflt, TPUC_DTYPE_F64, NULL, &s));
+  TRY(op_const(c, TPUC_DTYPE_F64, k, NULL, &kv));
+  TRY(tpuc_hlo_compare(c->fn, dir, s, kv, &ok));
+  return tpuc_hlo_unary(c->fn, TPUC_HLO_NOT, ok, bad);
+}
+
+/* Rank-0 i1: some element of the i1 array `p` is true. */
+static tpuc_status* any_of(op_ctx* c, tpuc_hlo_value p, tpuc_hlo_value* out) {
+  tpuc_hlo_type t;
+  TRY(tpuc_hlo_value_type(c->fn, p, &t));
+  if (t.rank == 0) {
+    *out = p;
+    return NULL;
+  }
+  int64_t dims[TPUC_MAX_RANK];
+  for (int d = 0; d < t.rank; d++) dims[d] = d;
+  tpuc_hlo_fn* body = NULL;
+  tpuc_hlo_value f;
+  TRY(tpuc_hlo_region_binary(c->module, TPUC_DTYPE_PRED, TPUC_HLO_OR, &body));
+  TRY(op_const(c, TPUC_DTYPE_PRED, 0, NULL, &f));
+  return tpuc_hlo_reduce(c->fn, &p, &f, 1, dims, (size_t)t.rank, body, out);
+}
+
+/* cauchy_(self, median=0, sigma=1): median + sigma * tan(pi (u - 1/2));
+ * sigma must be > 0. */
+static tpuc_status* lower_cauchy(op_ctx* c, int param) {
+  (void)param;
+  if (!op_is_tensor(c, 0) || !tpuc_dtype_is_float(c->types[0].dtype))
+    return op_unimpl("cauchy_ of a non-float tensor");
+  tpuc_hlo_type shape = c->types[0];
+  tpuc_dtype ct = compute_dtype(shape.dtype);
+  shape.dtype = ct;
+  tpuc_hlo_value u, half, pi, t, med, sig, bad;
+  TRY(uniform_open01(c, &shape, ct, &u));
+  TRY(op_const(c, ct, 0.5, &shape, &half));
+  TRY(op_const(c, ct, M_PI, &shape, &pi));
+  TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_SUB, u, half, &t));
+  TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_MUL, t, pi, &t));
+  TRY(tpuc_hlo_unary(c->fn, TPUC_HLO_TAN, t, &t));
+  TRY(scalar_or(c, 1, 0.0, ct, &shape, &med));
+  TRY(scalar_or(c, 2, 1.0, ct, &shape, &sig));
+  TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_MUL, t, sig, &t));
+  TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_ADD, t, med, &t));
+  TRY(scalar_not(c, 2, 1.0, TPUC_HLO_GT, 0.0, &bad));
+  TRY(cpu_check(c, bad));
+  return finish(c, t, c->types[0].dtype);
+}
+
+/* geometric_(self, p): ceil(log(u) / log1p(-p)) for u in (0, 1), the
+ * number of Bernoulli(p) trials up to the first success (>= 1); any real
+ * dtype but bool; p must be in (0, 1). */
+static tpuc_status* lower_geometric(op_ctx* c, int param) {
+  (void)param;
+  if (!op_is_tensor(c, 0) || op_is_none(c, 1)) return op_unimpl("arguments");
+  tpuc_dtype dt = c->types[0].dtype;
+  if (dt == TPUC_DTYPE_PRED || tpuc_dtype_is_complex(dt))
+    return op_unimpl("geometric_ of a bool or complex tensor");
+  tpuc_dtype ct = tpuc_dtype_is_float(dt) ? compute_dtype(dt) : TPUC_DTYPE_F64;
+  tpuc_hlo_type shape = c->types[0];
+  shape.dtype = ct;
+  tpuc_hlo_value u, p, q, v, lo, hi, bad;
+  TRY(uniform_open01(c, &shape, ct, &u));
+  TRY(tpuc_hlo_unary(c->fn, TPUC_HLO_LOG, u, &u));
+  TRY(op_scalar(c, 1, ct, &shape, &p));
+  TRY(tpuc_hlo_unary(c->fn, TPUC_HLO_NEG, p, &q));
+  TRY(tpuc_hlo_unary(c->fn, TPUC_HLO_LOG1P, q, &q));
+  TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_DIV, u, q, &v));
+  TRY(tpuc_hlo_unary(c->fn, TPUC_HLO_CEIL, v, &v));
+  TRY(scalar_not(c, 1, 0.5, TPUC_HLO_GT, 0.0, &lo));
+  TRY(scalar_not(c, 1, 0.5, TPUC_HLO_LT, 1.0, &hi));
+  TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_OR, lo, hi, &bad));
+  TRY(cpu_check(c, bad));
+  return finish(c, v, dt);
+}
+
+/* log_normal_(self, mean=1, std=2): exp(mean + std * z); std must be
+ * > 0. */
+static tpuc_status* lower_log_normal(op_ctx* c, int param) {
+  (void)param;
+  if (!op_is_tensor(c, 0) || !tpuc_dtype_is_float(c->types[0].dtype))
+    return op_unimpl("log_normal_ of a non-float tensor");
+  tpuc_hlo_type shape = c->types[0];
+  tpuc_dtype ct = compute_dtype(shape.dtype);
+  shape.dtype = ct;
+  tpuc_hlo_value z, mean, std, bad;
+  TRY(normal01(c, &shape, ct, &z));
+  TRY(scalar_or(c, 1, 1.0, ct, &shape, &mean));
+  TRY(scalar_or(c, 2, 2.0, ct, &shape, &std));
+  TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_MUL, z, std, &z));
+  TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_ADD, z, mean, &z));
+  TRY(tpuc_hlo_unary(c->fn, TPUC_HLO_EXP, z, &z));
+  TRY(scalar_not(c, 2, 2.0, TPUC_HLO_GT, 0.0, &bad));
+  TRY(cpu_check(c, bad));
+  return finish(c, z, c->types[0].dtype);
+}
+
+/* Which of normal's mean and std are tensors. */
+#define NT_TENSOR_TENSOR 0
+#define NT_TENSOR_FLOAT 1
+#define NT_FLOAT_TENSOR 2
+
+/* normal.Tensor_Tensor(mean, std) / .Tensor_float / .float_Tensor (and
+ * their out= forms): z * std + mean over the broadcast shape, in the
+ * dtype of the (first) tensor argument, as the CPU's
+ * normal_(0, 1).mul_(std).add_(mean); std must be >= 0. */
+static tpuc_status* lower_normal_tensor(op_ctx* c, int param) {
+  int ti = param == NT_FLOAT_TENSOR ? 1 : 0;
+  if (!op_is_tensor(c, ti) || !op_is_value(c, 0) || !op_is_value(c, 1))
+    return op_unimpl("unexpected arguments");
+  tpuc_dtype dt = c->types[ti].dtype;
+  if (!tpuc_dtype_is_float(dt)) return op_unimpl("normal of a non-float");
+  for (int i = 0; i < 2; i++)
+    if (op_is_tensor(c, i) && tpuc_dtype_is_complex(c->types[i].dtype))
+      return op_unimpl("complex mean or std");
+  tpuc_dtype ct = compute_dtype(dt);
+  int both[2] = {0, 1};
+  tpuc_hlo_type shape;
+  if (param == NT_TENSOR_TENSOR)
+    TRY(op_broadcast_shape(c, both, 2, &shape));
+  else
+    shape = c->types[ti];
+  shape.dtype = ct;
+  tpuc_hlo_value z, mean, std;
+  TRY(normal01(c, &shape, ct, &z));
+  TRY(op_operand(c, 0, ct, &shape, &mean));
+  TRY(op_operand(c, 1, ct, &shape, &std));
+  TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_MUL, z, std, &z));
+  TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_ADD, z, mean, &z));
+  if (param == NT_TENSOR_FLOAT) {
+    /* a float std: the CPU's message shows it */
+    tpuc_hlo_value bad;
+    TRY(scalar_not(c, 1, 1.0, TPUC_HLO_GE, 0.0, &bad));
+    TRY(cpu_check(c, bad));
+  } else {
+    tpuc_hlo_value zero, ok, bad;
+    TRY(op_const(c, ct, 0.0, &shape, &zero));
+    TRY(tpuc_hlo_compare(c->fn, TPUC_HLO_GE, std, zero, &ok));
+    TRY(tpuc_hlo_unary(c->fn, TPUC_HLO_NOT, ok, &bad));
+    TRY(any_of(c, bad, &c->check));
+    c->has_check = true;
+    c->check_code = TPUC_INVALID_ARGUMENT;
+    c->check_msg = "normal expects all elements of std >= 0.0";
+  }
+  return finish(c, z, dt);
+}
+
+/* The most keys (rows x samples x categories) multinomial with
+ * replacement builds at once; larger calls run on the CPU. */
+#define MULTINOMIAL_MAX_KEYS ((int64_t)1 << 24)
+
+/* multinomial(self, num_samples, replacement=False): rows of
+ * probabilities (1-D or 2-D, any non-negative weights). Each category
+ * gets the key p / E with E ~ Exp(1): the largest key is category k with
+ * probability p_k / sum(p), and the keys in decreasing order are a draw
+ * without replacement (the CPU's own method, p / q with q exponential,
+ * then topk). With replacement every sample takes the argmax of its own
+ * keys. */
+static tpuc_status* lower_multinomial(op_ctx* c, int param) {
+  (void)param;
+  if (!op_is_tensor(c, 0)) return op_unimpl("unexpected arguments");
+  const tpuc_hlo_type pt = c->types[0];
+  if (!tpuc_dtype_is_float(pt.dtype) || pt.rank < 1 || pt.rank > 2)
+    return op_unimpl("multinomial arguments the CPU refuses");
+  int64_t ns = 0, repl = 0;
+  if (op_is_none(c, 1)) return op_unimpl("no num_samples");
+  TRY(op_int_arg(c, 1, 0, &ns));
+  TRY(op_int_arg(c, 2, 0, &repl));
+  int64_t rows = pt.rank == 2 ? pt.dims[0] : 1, k = pt.dims[pt.rank - 1];
+  if (ns <= 0 || k == 0 || (!repl && ns > k) || rows == 0)
+    return op_unimpl("multinomial sizes the CPU refuses or special-cases");
+  if (repl && rows * ns * k > MULTINOMIAL_MAX_KEYS)
+    return op_unimpl("large multinomial with replacement: CPU");
+  tpuc_dtype ct = compute_dtype(pt.dtype);
+  int64_t pd[2] = {rows, k};
+  tpuc_hlo_type p2 = tpuc_hlo_type_make(ct, pd, 2);
+  tpuc_hlo_value p, zero, bad, neg, fin, sum;
+  TRY(tpuc_hlo_convert(c->fn, c->vals[0], ct, &p));
+  TRY(tpuc_hlo_reshape(c->fn, p, pd, 2, &p));
+  /* negative, NaN or infinite weights, or a row that sums to <= 0: the
+   * CPU raises */
+  TRY(op_const(c, ct, 0.0, &p2, &zero));
+  TRY(tpuc_hlo_compare(c->fn, TPUC_HLO_LT, p, zero, &neg));
+  TRY(tpuc_hlo_unary(c->fn, TPUC_HLO_IS_FINITE, p, &fin));
+  TRY(tpuc_hlo_unary(c->fn, TPUC_HLO_NOT, fin, &fin));
+  TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_OR, neg, fin, &bad));
+  TRY(any_of(c, bad, &bad));
+  {
+    tpuc_hlo_fn* add = NULL;
+    tpuc_hlo_value z0, zr, le;
+    int64_t one_dim = 1;
+    TRY(tpuc_hlo_region_binary(c->module, ct, TPUC_HLO_ADD, &add));
+    TRY(op_const(c, ct, 0.0, NULL, &z0));
+    TRY(tpuc_hlo_reduce(c->fn, &p, &z0, 1, &one_dim, 1, add, &sum));
+    tpuc_hlo_type rt = tpuc_hlo_type_make(ct, &rows, 1);
+    TRY(op_const(c, ct, 0.0, &rt, &zr));
+    TRY(tpuc_hlo_compare(c->fn, TPUC_HLO_LE, sum, zr, &le));
+    TRY(any_of(c, le, &le));
+    TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_OR, bad, le, &bad));
+  }
+  TRY(cpu_check(c, bad));
+  /* E = -log(u), u in (0, 1): positive and finite, so p / E is never
+   * NaN (a zero weight keys 0, below every positive one). */
+  int64_t kd[3] = {rows, repl ? ns : 1, k};
+  tpuc_hlo_type kt = tpuc_hlo_type_make(ct, kd, 3);
+  tpuc_hlo_value u, e, pb, key;
+  TRY(uniform_open01(c, &kt, ct, &u));
+  TRY(tpuc_hlo_unary(c->fn, TPUC_HLO_LOG, u, &e));
+  TRY(tpuc_hlo_unary(c->fn, TPUC_HLO_NEG, e, &e));
+  int64_t map[2] = {0, 2};
+  TRY(tpuc_hlo_broadcast_in_dim(c->fn, p, kd, 3, map, &pb));
+  TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_DIV, pb, e, &key));
+  tpuc_hlo_type it = tpuc_hlo_type_make(TPUC_DTYPE_S64, kd, 3);
+  tpuc_hlo_value iota, idx;
+  TRY(tpuc_hlo_iota(c->fn, &it, 2, &iota));
+  if (repl) {
+    /* argmax over the categories: the first index holding the max */
+    tpuc_hlo_fn* mx = NULL;
+    tpuc_hlo_fn* mn = NULL;
+    tpuc_hlo_value lowest, best, bestb, at, big, cand, kmax;
+    int64_t last = 2;
+    TRY(tpuc_hlo_region_binary(c->module, ct, TPUC_HLO_MAX, &mx));
+    TRY(op_const(c, ct, -INFINITY, NULL, &lowest));
+    TRY(tpuc_hlo_reduce(c->fn, &key, &lowest, 1, &last, 1, mx, &best));
+    int64_t bmap[2] = {0, 1};
+    TRY(tpuc_hlo_broadcast_in_dim(c->fn, best, kd, 3, bmap, &bestb));
+    TRY(tpuc_hlo_compare(c->fn, TPUC_HLO_EQ, key, bestb, &at));
+    TRY(op_const(c, TPUC_DTYPE_S64, (double)k, &it, &big));
+    TRY(tpuc_hlo_select(c->fn, at, iota, big, &cand));
+    TRY(tpuc_hlo_region_binary(c->module, TPUC_DTYPE_S64, TPUC_HLO_MIN, &mn));
+    TRY(op_const(c, TPUC_DTYPE_S64, (double)k, NULL, &kmax));
+    TRY(tpuc_hlo_reduce(c->fn, &cand, &kmax, 1, &last, 1, mn, &idx));
+  } else {
+    /* the categories by decreasing key, the first num_samples kept */
+    tpuc_dtype dts[2] = {ct, TPUC_DTYPE_S64};
+    tpuc_hlo_fn* gt = NULL;
+    tpuc_hlo_value ins[2] = {key, iota}, outs[2];
+    TRY(tpuc_hlo_region_compare(c->module, dts, 2, TPUC_HLO_GT, &gt));
+    TRY(tpuc_hlo_sort(c->fn, ins, 2, 2, true, gt, outs));
+    int64_t start[3] = {0, 0, 0}, lim[3] = {rows, 1, ns};
+    TRY(tpuc_hlo_slice(c->fn, outs[1], start, lim, NULL, &idx));
+  }
+  int64_t od[2] = {rows, ns};
+  c->nouts = 1;
+  if (pt.rank == 1) return tpuc_hlo_reshape(c->fn, idx, &ns, 1, &c->outs[0]);
+  return tpuc_hlo_reshape(c->fn, idx, od, 2, &c->outs[0]);
+}
+
+/* rrelu_with_noise(self, noise, lower, upper, training) -> (result, the
+ * new noise, written into noise). Training: each x <= 0 takes its own
+ * slope r ~ U(lower, upper), x * r, and noise r; others stay, noise 1.
+ * Evaluation: leaky_relu with slope (lower + upper) / 2, noise kept. */
+static tpuc_status* lower_rrelu(op_ctx* c, int param) {
+  (void)param;
+  if (!op_is_tensor(c, 0) || !op_is_tensor(c, 1))
+    return op_unimpl("unexpected arguments");
+  const tpuc_hlo_type xt = c->types[0], nt = c->types[1];
+  tpuc_dtype dt = xt.dtype;
+  if (!tpuc_dtype_is_float(dt) || nt.dtype != dt || nt.rank != xt.rank)
+    return op_unimpl("rrelu arguments the CPU checks");
+  for (int d = 0; d < xt.rank; d++)
+    if (nt.dims[d] != xt.dims[d]) return op_unimpl("noise shape: CPU raises");
+  int64_t training = 0;
+  TRY(op_int_arg(c, 4, 0, &training));
+  tpuc_dtype ct = compute_dtype(dt);
+  tpuc_hlo_type shape = xt;
+  shape.dtype = ct;
+  tpuc_hlo_value x, lo, hi, zero, slope, y, keep;
+  TRY(op_operand(c, 0, ct, &shape, &x));
+  TRY(scalar_or(c, 2, 0.125, ct, &shape, &lo));
+  TRY(scalar_or(c, 3, 1.0 / 3.0, ct, &shape, &hi));
+  TRY(op_const(c, ct, 0.0, &shape, &zero));
+  c->nouts = 2;
+  if (!training) {
+    /* the CPU's slope is (lower + upper) / 2 in double, then rounded */
+    tpuc_hlo_value l0, h0, two;
+    TRY(scalar_or(c, 2, 0.125, TPUC_DTYPE_F64, NULL, &l0));
+    TRY(scalar_or(c, 3, 1.0 / 3.0, TPUC_DTYPE_F64, NULL, &h0));
+    TRY(op_const(c, TPUC_DTYPE_F64, 2.0, NULL, &two));
+    TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_ADD, l0, h0, &slope));
+    TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_DIV, slope, two, &slope));
+    TRY(tpuc_hlo_convert(c->fn, slope, ct, &slope));
+    TRY(tpuc_hlo_broadcast_in_dim(c->fn, slope, shape.dims, shape.rank, NULL,
+                                  &slope));
+    TRY(tpuc_hlo_compare(c->fn, TPUC_HLO_GT, x, zero, &keep));
+    TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_MUL, x, slope, &y));
+    TRY(tpuc_hlo_select(c->fn, keep, x, y, &y));
+    c->outs[1] = c->vals[1];
+    TRY(tpuc_hlo_convert(c->fn, y, dt, &c->outs[0]));
+    return NULL;
+  }
+  tpuc_hlo_value u, r, one, noise;
+  TRY(uniform01(c, &shape, ct, &u));
+  TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_SUB, hi, lo, &r));
+  TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_MUL, u, r, &r));
+  TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_ADD, r, lo, &r));
+  TRY(tpuc_hlo_compare(c->fn, TPUC_HLO_LE, x, zero, &keep));
+  TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_MUL, x, r, &y));
+  TRY(tpuc_hlo_select(c->fn, keep, y, x, &y));
+  TRY(op_const(c, ct, 1.0, &shape, &one));
+  TRY(tpuc_hlo_select(c->fn, keep, r, one, &noise));
+  TRY(tpuc_hlo_convert(c->fn, y, dt, &c->outs[0]));
+  TRY(tpuc_hlo_convert(c->fn, noise, dt, &c->outs[1]));
+  return NULL;
+}
+
 const op_entry op_table_random[] = {
     {"aten::uniform_", lower_uniform, 0},
     {"aten::normal_", lower_normal, 0},
@@ -338,8 +758,31 @@ const op_entry op_table_random[] = {
     {"aten::exponential_", lower_exponential, 0},
     {"aten::random_.from", lower_random_range, 0},
     {"aten::random_.to", lower_random_range, 1},
+    {"aten::cauchy_", lower_cauchy, 0},
+    {"aten::cauchy", lower_cauchy, 0},
+    {"aten::cauchy.out", lower_cauchy, 0},
+    {"aten::geometric_", lower_geometric, 0},
+    {"aten::geometric", lower_geometric, 0},
+    {"aten::geometric.out", lower_geometric, 0},
+    {"aten::log_normal_", lower_log_normal, 0},
+    {"aten::log_normal", lower_log_normal, 0},
+    {"aten::log_normal.out", lower_log_normal, 0},
+    {"aten::normal.Tensor_Tensor", lower_normal_tensor, NT_TENSOR_TENSOR},
+    {"aten::normal.Tensor_Tensor_out", lower_normal_tensor, NT_TENSOR_TENSOR},
+    {"aten::normal.Tensor_float", lower_normal_tensor, NT_TENSOR_FLOAT},
+    {"aten::normal.Tensor_float_out", lower_normal_tensor, NT_TENSOR_FLOAT},
+    {"aten::normal.float_Tensor", lower_normal_tensor, NT_FLOAT_TENSOR},
+    {"aten::normal.float_Tensor_out", lower_normal_tensor, NT_FLOAT_TENSOR},
+    {"aten::multinomial", lower_multinomial, 0},
+    {"aten::multinomial.out", lower_multinomial, 0},
+    {"aten::rrelu_with_noise", lower_rrelu, 0},
+    {"aten::rrelu_with_noise_functional", lower_rrelu, 0},
     {NULL, NULL, 0},
 };
 
 /* Complex-ready ops of this file (ops_internal.h). */
-const char* const op_complex_random[] = {NULL};
+const char* const op_complex_random[] = {
+    /* random.c */
+    "uniform_", "normal_",
+    /* dynamic.c (which has no list of its own) */
+    "nonzero", "masked_select", NULL};
