@@ -121,17 +121,18 @@ def test_bad_input_matches_cpu_exceptions():
 
 
 def test_fallback_report_and_error_mode():
-    # QR has no native lowering (it runs on the CPU).
+    # The general eigendecomposition has no native lowering (it runs on
+    # the CPU).
     tpuc.fallback_reset()
     x = (torch.randn(3, 3) + 4 * torch.eye(3)).to("tpu")
-    torch.linalg.qr(x)
-    torch.linalg.qr(x)
+    torch.linalg.eig(x)
+    torch.linalg.eig(x)
     report = tpuc.fallback_report()
-    assert report.get("aten::linalg_qr.out", 0) == 2, report
+    assert report.get("aten::linalg_eig", 0) == 2, report
     tpuc._C.set_fallback_mode("error")
     try:
         with pytest.raises(NotImplementedError, match="TPUC_FALLBACK=error"):
-            torch.linalg.qr(x)
+            torch.linalg.eig(x)
     finally:
         tpuc._C.set_fallback_mode("warn")
     with pytest.raises(ValueError, match="warn, silent or error"):
