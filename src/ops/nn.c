@@ -155,6 +155,14 @@ static V e_bcast(em* e, V x, const int64_t* dims, int rank,
   return out;
 }
 
+/* The type of value x (zeroed once an emission failed). */
+static tpuc_hlo_type e_type(em* e, V x) {
+  tpuc_hlo_type t;
+  memset(&t, 0, sizeof t);
+  if (e->st == NULL) e->st = tpuc_hlo_value_type(e->c->fn, x, &t);
+  return t;
+}
+
 /* ---------------------------------------------------------------------- */
 /* erf, which StableHLO lacks: Cephes' rational approximations (ndtr.c),
  * evaluated in the compute dtype. For |x| <= 1, x * T(x^2) / U(x^2); for
@@ -442,7 +450,9 @@ static tpuc_status* lower_act(op_ctx* c, int kind) {
       c->nouts = 1;
       return e.st;
     }
-    if (!is_float(dt)) return op_unimpl("non-float activation: CPU");
+    /* (complex silu: the same x / (1 + exp(-x)) as the CPU) */
+    if (!is_float(dt) && !(kind == ACT_SILU && tpuc_dtype_is_complex(dt)))
+      return op_unimpl("non-float activation: CPU");
     tpuc_dtype acc = op_accumulation_dtype(dt);
     em e = em_make(c, acc, &c->types[0]);
     V x = e_arg(&e, 0);
@@ -1038,58 +1048,83 @@ static tpuc_status* lower_pointwise_loss(op_ctx* c, int param) {
 typedef struct conv_args {
   int ns; /* spatial dims */
   int64_t stride[TPUC_MAX_RANK], pad[TPUC_MAX_RANK], dil[TPUC_MAX_RANK];
+  int64_t opad[TPUC_MAX_RANK]; /* output_padding (transposed only) */
   int64_t groups;
+  bool transposed;
+  /* spatial sizes of the input and of the output */
+  int64_t in[TPUC_MAX_RANK], out[TPUC_MAX_RANK];
 } conv_args;
 
 /* Static arguments of convolution (input at `o`, weight at o + 1) and of
  * convolution_backward (o = 1): stride, padding, dilation (o + 3 to o + 5,
- * one entry per spatial dim), transposed (o + 6), groups (o + 8).
- * The groups argument is a SymInt, a program value whose number is not
- * part of the program's cache key, so it is derived from the shapes
- * (input channels / weight's second dim), which fixes it for
- * non-transposed convolutions; transposed ones run on the CPU. */
+ * one entry per spatial dim), transposed (o + 6), output_padding (o + 7),
+ * groups (o + 8, a static int of the program key). Anything the CPU would
+ * refuse runs there (UNIMPLEMENTED), so that it explains. */
 static tpuc_status* conv_parse(const op_ctx* c, int o, conv_args* a) {
   int in = o, w = o + 1;
   if (!op_is_tensor(c, in) || !op_is_tensor(c, w) ||
       c->args[o + 6].kind != TPUC_OP_ARG_BOOL)
     return op_unimpl("unexpected arguments");
-  if (c->args[o + 6].i) return op_unimpl("transposed convolution: CPU");
+  a->transposed = c->args[o + 6].i != 0;
   const tpuc_hlo_type* x = &c->types[in];
   const tpuc_hlo_type* k = &c->types[w];
   a->ns = x->rank - 2;
-  if (a->ns < 1 || a->ns > 3 || k->rank != x->rank || !is_float(x->dtype) ||
+  /* (int64 convolves exactly, forward only: integers have no grads) */
+  bool dt_ok = is_float(x->dtype) || (o == 0 && x->dtype == TPUC_DTYPE_S64);
+  if (a->ns < 1 || a->ns > 3 || k->rank != x->rank || !dt_ok ||
       k->dtype != x->dtype)
     return op_unimpl("convolution: unusual arguments (CPU says why)");
-  int64_t* lists[3] = {a->stride, a->pad, a->dil};
-  for (int l = 0; l < 3; l++) {
-    const tpuc_op_arg* arg = &c->args[o + 3 + l];
-    if (arg->kind != TPUC_OP_ARG_INT_LIST || (int)arg->list_len != a->ns)
+  int64_t* lists[4] = {a->stride, a->pad, a->dil, a->opad};
+  for (int l = 0; l < (a->transposed ? 4 : 3); l++) {
+    const tpuc_op_arg* arg = &c->args[o + 3 + (l == 3 ? 4 : l)];
+    /* (an empty output_padding means zeros) */
+    bool zeros =
+        l == 3 && arg->kind == TPUC_OP_ARG_INT_LIST && arg->list_len == 0;
+    if (arg->kind != TPUC_OP_ARG_INT_LIST ||
+        ((int)arg->list_len != a->ns && !zeros))
       return op_unimpl("convolution: unusual stride/padding/dilation");
     for (int i = 0; i < a->ns; i++) {
-      lists[l][i] = arg->list[i];
-      if (lists[l][i] < (l == 1 ? 0 : 1))
+      lists[l][i] = zeros ? 0 : arg->list[i];
+      if (lists[l][i] < (l == 1 || l == 3 ? 0 : 1))
         return op_unimpl("convolution: bad stride/padding/dilation (CPU)");
     }
   }
-  if (k->dims[1] <= 0 || x->dims[1] % k->dims[1] != 0)
-    return op_unimpl("convolution: channel mismatch (CPU says why)");
-  a->groups = x->dims[1] / k->dims[1];
-  if (k->dims[0] % a->groups != 0)
-    return op_unimpl("convolution: groups mismatch (CPU says why)");
+  if (!a->transposed)
+    for (int i = 0; i < a->ns; i++) a->opad[i] = 0;
   const tpuc_op_arg* ga = &c->args[o + 8];
-  int64_t g = 0;
-  if ((ga->kind == TPUC_OP_ARG_SCALAR && ga->scalar == TPUC_SCALAR_INT) ||
-      ga->kind == TPUC_OP_ARG_INT)
-    g = ga->i;
-  if (g != a->groups)
-    return op_unimpl("convolution: groups disagree with shapes (CPU)");
+  if (ga->kind != TPUC_OP_ARG_INT || ga->i <= 0)
+    return op_unimpl("convolution: unusual groups (CPU says why)");
+  a->groups = ga->i;
+  int64_t G = a->groups;
+  if (!a->transposed) {
+    /* weight [O, I/G, k...] */
+    if (x->dims[1] != k->dims[1] * G || k->dims[0] % G != 0)
+      return op_unimpl("convolution: channel mismatch (CPU says why)");
+  } else {
+    /* weight [I, O/G, k...]; output padding below the stride or the
+     * dilation */
+    if (x->dims[1] != k->dims[0] || k->dims[0] % G != 0)
+      return op_unimpl("convolution: channel mismatch (CPU says why)");
+    for (int i = 0; i < a->ns; i++)
+      if (a->opad[i] >= a->stride[i] && a->opad[i] >= a->dil[i])
+        return op_unimpl("convolution: output padding too large (CPU)");
+  }
   for (int d = 0; d < x->rank; d++)
     if (x->dims[d] == 0 || k->dims[d] == 0)
       return op_unimpl("empty convolution: CPU");
   for (int i = 0; i < a->ns; i++) {
     int64_t span = a->dil[i] * (k->dims[2 + i] - 1) + 1;
-    if (x->dims[2 + i] + 2 * a->pad[i] < span)
-      return op_unimpl("convolution: kernel larger than input (CPU)");
+    a->in[i] = x->dims[2 + i];
+    if (!a->transposed) {
+      if (x->dims[2 + i] + 2 * a->pad[i] < span)
+        return op_unimpl("convolution: kernel larger than input (CPU)");
+      a->out[i] = (x->dims[2 + i] + 2 * a->pad[i] - span) / a->stride[i] + 1;
+    } else {
+      a->out[i] = (x->dims[2 + i] - 1) * a->stride[i] - 2 * a->pad[i] + span +
+                  a->opad[i];
+      if (a->out[i] <= 0)
+        return op_unimpl("convolution: output too small (CPU says why)");
+    }
   }
   return NULL;
 }
@@ -1100,34 +1135,128 @@ static V e_conv(em* e, V lhs, V rhs, const tpuc_hlo_conv* cv) {
   return out;
 }
 
+/* A kernel w [A, B, k...] of `groups` groups (A = groups * A/G) as the
+ * kernel of the adjoint convolution: [G * B, A/G, k...], the feature dims
+ * swapped within each group and the window flipped. */
+static V conv_adjoint_kernel(em* e, V w, const tpuc_hlo_type* k, int64_t G) {
+  int r = k->rank, ns = r - 2;
+  int64_t gd[TPUC_MAX_RANK + 1], perm[TPUC_MAX_RANK + 1];
+  int64_t kd[TPUC_MAX_RANK], sp[TPUC_MAX_RANK];
+  gd[0] = G;
+  gd[1] = k->dims[0] / G;
+  gd[2] = k->dims[1];
+  perm[0] = 0;
+  perm[1] = 2;
+  perm[2] = 1;
+  kd[0] = G * k->dims[1];
+  kd[1] = k->dims[0] / G;
+  for (int i = 0; i < ns; i++) {
+    gd[3 + i] = k->dims[2 + i];
+    perm[3 + i] = 3 + i;
+    kd[2 + i] = k->dims[2 + i];
+    sp[i] = 2 + i;
+  }
+  V wk = e_reshape(e, w, gd, r + 1);
+  if (e->st == NULL) e->st = tpuc_hlo_transpose(e->c->fn, wk, perm, &wk);
+  wk = e_reshape(e, wk, kd, r);
+  if (e->st == NULL)
+    e->st = tpuc_hlo_reverse(e->c->fn, wk, sp, (size_t)ns, &wk);
+  return wk;
+}
+
+/* The transposed convolution of x (input type xt, spatial sizes `in`)
+ * with a plain kernel wk [I, O/G, k...] (weight type kt): x's positions
+ * spread by the stride, convolved with the adjoint kernel; `out` the
+ * output's spatial sizes. Also grad_input of a plain convolution. */
+static V conv_transposed(em* e, V x, V w, const tpuc_hlo_type* kt,
+                         const conv_args* a, const int64_t* in,
+                         const int64_t* out) {
+  tpuc_hlo_conv cv;
+  tpuc_hlo_conv_init_nchw(&cv, a->ns);
+  int64_t pads[2 * TPUC_MAX_RANK];
+  for (int i = 0; i < a->ns; i++) {
+    int64_t kk = kt->dims[2 + i];
+    pads[2 * i] = a->dil[i] * (kk - 1) - a->pad[i];
+    pads[2 * i + 1] = out[i] - 1 - (in[i] - 1) * a->stride[i] + a->pad[i];
+  }
+  cv.padding = pads;
+  cv.lhs_dilation = a->stride;
+  cv.rhs_dilation = a->dil;
+  cv.feature_group_count = a->groups;
+  return e_conv(e, x, conv_adjoint_kernel(e, w, kt, a->groups), &cv);
+}
+
+/* The plain convolution of x [N, C, in...] with w [O, C/G, k...]. */
+static V conv_plain(em* e, V x, V w, const conv_args* a) {
+  tpuc_hlo_conv cv;
+  tpuc_hlo_conv_init_nchw(&cv, a->ns);
+  int64_t pads[2 * TPUC_MAX_RANK];
+  for (int i = 0; i < a->ns; i++) pads[2 * i] = pads[2 * i + 1] = a->pad[i];
+  cv.strides = a->stride;
+  cv.padding = pads;
+  cv.rhs_dilation = a->dil;
+  cv.feature_group_count = a->groups;
+  return e_conv(e, x, w, &cv);
+}
+
+/* The weight gradient of the plain convolution of x [N, I, xin...] into
+ * g [N, O, gsz...] (kernel spatial sizes ks): x convolved with g over the
+ * batch, one batch group per group -> [O, I/G, k...]. */
+static V conv_weight_grad(em* e, V x, V g, const conv_args* a,
+                          const int64_t* xin, const int64_t* gsz,
+                          const int64_t* ks) {
+  tpuc_hlo_conv cw;
+  tpuc_hlo_conv_init_nchw(&cw, a->ns);
+  cw.input_batch_dim = 1;
+  cw.input_feature_dim = 0;
+  cw.kernel_input_feature_dim = 0;
+  cw.kernel_output_feature_dim = 1;
+  cw.output_batch_dim = 1;
+  cw.output_feature_dim = 0;
+  int64_t wpads[2 * TPUC_MAX_RANK];
+  for (int i = 0; i < a->ns; i++) {
+    wpads[2 * i] = a->pad[i];
+    wpads[2 * i + 1] = (ks[i] - 1) * a->dil[i] + (gsz[i] - 1) * a->stride[i] +
+                       1 - xin[i] - a->pad[i];
+  }
+  cw.strides = a->dil;
+  cw.rhs_dilation = a->stride;
+  cw.padding = wpads;
+  cw.batch_group_count = a->groups;
+  return e_conv(e, x, g, &cw);
+}
+
+/* The compute dtype of a convolution: f32 for half floats; f64 for the
+ * f32 transposed ones, whose sums the CPU forms in an order (im2col and
+ * a GEMM) that f32 sums in another order miss by more than the usual
+ * tolerance where terms cancel: exact sums rounded once land within it. */
+static tpuc_dtype conv_acc_dtype(const conv_args* a, tpuc_dtype dt) {
+  if (a->transposed && dt == TPUC_DTYPE_F32) return TPUC_DTYPE_F64;
+  return op_accumulation_dtype(dt);
+}
+
 /* convolution(input, weight, bias, stride, padding, dilation, transposed,
  * output_padding, groups). Registered as aten::convolution rather than
- * convolution_overrideable: what runs on the CPU then (transposed
- * convolutions, say) is the CPU's own aten::convolution. */
+ * convolution_overrideable: what runs on the CPU then is the CPU's own
+ * aten::convolution. */
 static tpuc_status* lower_conv(op_ctx* c, int param) {
   (void)param;
   conv_args a;
   TRY(conv_parse(c, 0, &a));
   const tpuc_hlo_type* x = &c->types[0];
   const tpuc_hlo_type* k = &c->types[1];
+  int64_t O = a.transposed ? k->dims[1] * a.groups : k->dims[0];
   if (!op_is_none(c, 2) &&
       (!op_is_tensor(c, 2) || c->types[2].dtype != x->dtype ||
-       c->types[2].rank != 1 || c->types[2].dims[0] != k->dims[0]))
+       c->types[2].rank != 1 || c->types[2].dims[0] != O))
     return op_unimpl("convolution: unusual bias (CPU says why)");
-  tpuc_dtype dt = x->dtype, acc = op_accumulation_dtype(dt);
+  tpuc_dtype dt = x->dtype, acc = conv_acc_dtype(&a, dt);
   em e = em_make(c, acc, x);
-  tpuc_hlo_conv cv;
-  tpuc_hlo_conv_init_nchw(&cv, a.ns);
-  int64_t pads[2 * TPUC_MAX_RANK];
-  for (int i = 0; i < a.ns; i++) pads[2 * i] = pads[2 * i + 1] = a.pad[i];
-  cv.strides = a.stride;
-  cv.padding = pads;
-  cv.rhs_dilation = a.dil;
-  cv.feature_group_count = a.groups;
-  V y = e_conv(&e, e_cvt(&e, c->vals[0], acc), e_cvt(&e, c->vals[1], acc), &cv);
+  V xv = e_cvt(&e, c->vals[0], acc), wv = e_cvt(&e, c->vals[1], acc);
+  V y = a.transposed ? conv_transposed(&e, xv, wv, k, &a, a.in, a.out)
+                     : conv_plain(&e, xv, wv, &a);
   if (!op_is_none(c, 2)) {
-    tpuc_hlo_type yt;
-    if (e.st == NULL) e.st = tpuc_hlo_value_type(c->fn, y, &yt);
+    tpuc_hlo_type yt = e_type(&e, y);
     int64_t one = 1;
     if (e.st == NULL)
       y = e_add(
@@ -1141,10 +1270,11 @@ static tpuc_status* lower_conv(op_ctx* c, int param) {
 
 /* convolution_backward(grad_output, input, weight, bias_sizes, stride,
  * padding, dilation, transposed, output_padding, groups, output_mask)
- * -> (grad_input, grad_weight, grad_bias). grad_input is the transposed
- * convolution of grad_output (lhs dilated by the stride, the kernel
- * flipped with its feature dims swapped per group); grad_weight convolves
- * the input with grad_output over the batch, one batch group per group. */
+ * -> (grad_input, grad_weight, grad_bias). A plain convolution's
+ * grad_input is the transposed convolution of grad_output, and a
+ * transposed one's the plain convolution of grad_output; grad_weight
+ * convolves the plain convolution's input with its output's grad over the
+ * batch (for a transposed convolution: grad_output with the input). */
 static tpuc_status* lower_conv_bw(op_ctx* c, int param) {
   (void)param;
   conv_args a;
@@ -1156,80 +1286,42 @@ static tpuc_status* lower_conv_bw(op_ctx* c, int param) {
   const tpuc_hlo_type* x = &c->types[1];
   const tpuc_hlo_type* k = &c->types[2];
   if (!op_is_tensor(c, 0)) return op_unimpl("unexpected arguments");
+  /* (the CPU's f32 3-d transposed backward sums in its GEMM's order and
+   * lands an ulp of its partial sums away from exact sums: CPU) */
+  if (a.transposed && a.ns == 3 && x->dtype == TPUC_DTYPE_F32)
+    return op_unimpl("f32 conv_transpose3d backward: CPU's sum order");
   const tpuc_hlo_type* gt = &c->types[0];
   int r = x->rank, ns = a.ns;
-  int64_t G = a.groups, O = k->dims[0], I = x->dims[1];
+  int64_t O = a.transposed ? k->dims[1] * a.groups : k->dims[0];
   /* grad_output must have the forward's output shape */
   bool ok = gt->dtype == x->dtype && gt->rank == r &&
             gt->dims[0] == x->dims[0] && gt->dims[1] == O;
-  for (int i = 0; ok && i < ns; i++) {
-    int64_t span = a.dil[i] * (k->dims[2 + i] - 1) + 1;
-    ok = gt->dims[2 + i] ==
-         (x->dims[2 + i] + 2 * a.pad[i] - span) / a.stride[i] + 1;
-  }
+  for (int i = 0; ok && i < ns; i++) ok = gt->dims[2 + i] == a.out[i];
   if (!ok) return op_unimpl("convolution backward: unusual grad_output");
-  tpuc_dtype dt = x->dtype, acc = op_accumulation_dtype(dt);
+  tpuc_dtype dt = x->dtype, acc = conv_acc_dtype(&a, dt);
   em e = em_make(c, acc, x);
   V g = e_cvt(&e, c->vals[0], acc);
   V xin = e_cvt(&e, c->vals[1], acc);
   V w = e_cvt(&e, c->vals[2], acc);
-  /* grad_input */
-  int64_t gd[TPUC_MAX_RANK + 1], perm[TPUC_MAX_RANK + 1];
-  gd[0] = G;
-  gd[1] = O / G;
-  gd[2] = I / G;
-  for (int i = 0; i < ns; i++) gd[3 + i] = k->dims[2 + i];
-  V wk = e_reshape(&e, w, gd, r + 1);
-  perm[0] = 0;
-  perm[1] = 2;
-  perm[2] = 1;
-  for (int i = 0; i < ns; i++) perm[3 + i] = 3 + i;
-  if (e.st == NULL) e.st = tpuc_hlo_transpose(c->fn, wk, perm, &wk);
-  int64_t kd[TPUC_MAX_RANK], sp[TPUC_MAX_RANK];
-  kd[0] = I;
-  kd[1] = O / G;
-  for (int i = 0; i < ns; i++) {
-    kd[2 + i] = k->dims[2 + i];
-    sp[i] = 2 + i;
+  int64_t ks[TPUC_MAX_RANK];
+  for (int i = 0; i < ns; i++) ks[i] = k->dims[2 + i];
+  V gi, gw;
+  if (!a.transposed) {
+    gi = conv_transposed(&e, g, w, k, &a, a.out, a.in);
+    gw = conv_weight_grad(&e, xin, g, &a, a.in, a.out, ks);
+  } else {
+    /* the plain convolution of grad_output gives one more position per
+     * dim when output_padding added one: cut it */
+    gi = conv_plain(&e, g, w, &a);
+    tpuc_hlo_type it = e_type(&e, gi);
+    int64_t st[TPUC_MAX_RANK] = {0}, lim[TPUC_MAX_RANK];
+    for (int d = 0; d < r; d++) lim[d] = d < 2 ? it.dims[d] : x->dims[d];
+    for (int i = 0; e.st == NULL && i < ns; i++)
+      if (it.dims[2 + i] < x->dims[2 + i])
+        e.st = op_unimpl("transposed convolution backward: sizes (CPU)");
+    if (e.st == NULL) e.st = tpuc_hlo_slice(c->fn, gi, st, lim, NULL, &gi);
+    gw = conv_weight_grad(&e, g, xin, &a, a.out, a.in, ks);
   }
-  wk = e_reshape(&e, wk, kd, r);
-  if (e.st == NULL) e.st = tpuc_hlo_reverse(c->fn, wk, sp, (size_t)ns, &wk);
-  tpuc_hlo_conv cv;
-  tpuc_hlo_conv_init_nchw(&cv, ns);
-  int64_t pads[2 * TPUC_MAX_RANK];
-  for (int i = 0; i < ns; i++) {
-    int64_t kk = k->dims[2 + i];
-    pads[2 * i] = a.dil[i] * (kk - 1) - a.pad[i];
-    pads[2 * i + 1] =
-        x->dims[2 + i] - 1 - (gt->dims[2 + i] - 1) * a.stride[i] + a.pad[i];
-  }
-  cv.padding = pads;
-  cv.lhs_dilation = a.stride;
-  cv.rhs_dilation = a.dil;
-  cv.feature_group_count = G;
-  V gi = e_conv(&e, g, wk, &cv);
-  /* grad_weight */
-  tpuc_hlo_conv cw;
-  tpuc_hlo_conv_init_nchw(&cw, ns);
-  cw.input_batch_dim = 1;
-  cw.input_feature_dim = 0;
-  cw.kernel_input_feature_dim = 0;
-  cw.kernel_output_feature_dim = 1;
-  cw.output_batch_dim = 1;
-  cw.output_feature_dim = 0;
-  int64_t wpads[2 * TPUC_MAX_RANK];
-  for (int i = 0; i < ns; i++) {
-    int64_t kk = k->dims[2 + i];
-    wpads[2 * i] = a.pad[i];
-    wpads[2 * i + 1] = (kk - 1) * a.dil[i] +
-                       (gt->dims[2 + i] - 1) * a.stride[i] + 1 -
-                       x->dims[2 + i] - a.pad[i];
-  }
-  cw.strides = a.dil;
-  cw.rhs_dilation = a.stride;
-  cw.padding = wpads;
-  cw.batch_group_count = G;
-  V gw = e_conv(&e, xin, g, &cw);
   /* grad_bias */
   int64_t bd[TPUC_MAX_RANK];
   bd[0] = 0;
@@ -1238,8 +1330,8 @@ static tpuc_status* lower_conv_bw(op_ctx* c, int param) {
   c->outs[0] = e_cvt(&e, gi, dt);
   c->outs[1] = e_cvt(&e, gw, dt);
   c->outs[2] = e_cvt(&e, gb, dt);
-  for (int k = 0; k < 3; k++)
-    if (!mask[k]) c->outs[k] = -1;
+  for (int kk = 0; kk < 3; kk++)
+    if (!mask[kk]) c->outs[kk] = -1;
   c->nouts = 3;
   return e.st;
 }
@@ -1247,13 +1339,6 @@ static tpuc_status* lower_conv_bw(op_ctx* c, int param) {
 /* ---------------------------------------------------------------------- */
 /* Helpers of the sections below: gathers and scatter-adds along one dim,
  * index vectors. */
-
-static tpuc_hlo_type e_type(em* e, V x) {
-  tpuc_hlo_type t;
-  memset(&t, 0, sizeof t);
-  if (e->st == NULL) e->st = tpuc_hlo_value_type(e->c->fn, x, &t);
-  return t;
-}
 
 /* x (any dtype) taken at the s64 indices `idx` (rank 1, n entries) along
  * `dim`: dim's size becomes n. Indices must be in range. */
@@ -1395,7 +1480,7 @@ static size_t bn_dims(int rank, int64_t* dims) {
   return n;
 }
 
-enum { BN_LEGIT = 0, BN_NO_STATS, BN_NO_TRAINING };
+enum { BN_LEGIT = 0, BN_NO_STATS, BN_NO_TRAINING, BN_WITH_UPDATE };
 
 /* _native_batch_norm_legit(input, weight, bias, running_mean, running_var,
  * training, momentum, eps), its .no_stats form (no running stats;
@@ -1408,7 +1493,7 @@ static tpuc_status* lower_batch_norm(op_ctx* c, int form) {
   int rm = form == BN_NO_STATS ? -1 : 3, rv = rm < 0 ? -1 : 4;
   int ti = form == BN_LEGIT ? 5 : form == BN_NO_STATS ? 3 : -1;
   int mi = form == BN_LEGIT ? 6 : form == BN_NO_STATS ? 4 : 5, ei = mi + 1;
-  bool training = false;
+  bool training = form == BN_WITH_UPDATE;
   if (ti >= 0) {
     if (c->args[ti].kind != TPUC_OP_ARG_BOOL)
       return op_unimpl("unexpected arguments");
@@ -1475,7 +1560,7 @@ static tpuc_status* lower_batch_norm(op_ctx* c, int form) {
     if (e.st == NULL) e.st = op_const(c, pt, 0.0, &empty, &c->outs[2]);
   }
   c->nouts = 3;
-  if (form == BN_LEGIT) {
+  if (form == BN_LEGIT || form == BN_WITH_UPDATE) {
     if (training) {
       /* running = momentum * batch + (1 - momentum) * running, each
        * operation in the statistics dtype (momentum too) but for momentum
@@ -1493,6 +1578,16 @@ static tpuc_status* lower_batch_norm(op_ctx* c, int form) {
       c->outs[4] = c->vals[rv];
     }
     c->nouts = 5;
+  }
+  if (form == BN_WITH_UPDATE) {
+    /* (out, save_mean, save_invstd, reserve: an empty byte tensor), then
+     * the running stats written in place */
+    c->outs[5] = c->outs[4];
+    c->outs[4] = c->outs[3];
+    tpuc_hlo_type empty = tpuc_hlo_type_make(TPUC_DTYPE_U8, (int64_t[]){0}, 1);
+    if (e.st == NULL)
+      e.st = op_const(c, TPUC_DTYPE_U8, 0.0, &empty, &c->outs[3]);
+    c->nouts = 6;
   }
   e_join(&e, &s);
   return e.st;
@@ -1713,28 +1808,26 @@ static tpuc_status* lower_group_norm_bw(op_ctx* c, int param) {
 }
 
 /* ---------------------------------------------------------------------- */
-/* 2-d pooling over the last two dims of an input [C, H, W] or
- * [N, C, H, W] (the 1-d forms reach the device as these). */
+/* 2-d and 3-d pooling over the last ns dims of an input [C, spatial...]
+ * or [N, C, spatial...] (the 1-d forms reach the device as 2-d ones). */
 
 typedef struct pool2d {
-  int rank;
-  int64_t k[2], s[2], p[2], d[2];
-  int64_t in[2], out[2];
+  int rank, ns;
+  int64_t k[3], s[3], p[3], d[3];
+  int64_t in[3], out[3];
   bool ceil;
 } pool2d;
 
-/* An int[2] pooling argument, one value meaning both dims; `dflt` when
+/* An int[ns] pooling argument, one value meaning all dims; `dflt` when
  * empty (stride's default is the kernel). */
-static bool pool_pair(const op_ctx* c, int i, const int64_t* dflt,
+static bool pool_pair(const op_ctx* c, int i, int ns, const int64_t* dflt,
                       int64_t* out) {
   const tpuc_op_arg* a = &c->args[i];
   if (a->kind != TPUC_OP_ARG_INT_LIST) return false;
   if (a->list_len == 0 && dflt != NULL) {
-    out[0] = dflt[0];
-    out[1] = dflt[1];
-  } else if (a->list_len == 1 || a->list_len == 2) {
-    out[0] = a->list[0];
-    out[1] = a->list[a->list_len - 1];
+    for (int k = 0; k < ns; k++) out[k] = dflt[k];
+  } else if (a->list_len == 1 || (int)a->list_len == ns) {
+    for (int k = 0; k < ns; k++) out[k] = a->list[a->list_len == 1 ? 0 : k];
   } else {
     return false;
   }
@@ -1747,32 +1840,33 @@ static int64_t div_floor(int64_t a, int64_t b) {
   return (a % b != 0 && a < 0) ? q - 1 : q;
 }
 
-/* Parses the pooling arguments: input xi, kernel ki, stride si, padding
- * pi, dilation di (-1: none, avg_pool) and ceil_mode ci, with the CPU's
- * checks (UNIMPLEMENTED: the CPU then says what is wrong) and output
- * sizes. */
-static tpuc_status* pool_parse(const op_ctx* c, int xi, int ki, int si, int pi,
-                               int di, int ci, pool2d* p) {
+/* Parses the pooling arguments of `ns` spatial dims: input xi, kernel
+ * ki, stride si, padding pi, dilation di (-1: none, avg_pool) and
+ * ceil_mode ci, with the CPU's checks (UNIMPLEMENTED: the CPU then says
+ * what is wrong) and output sizes. */
+static tpuc_status* pool_parse(const op_ctx* c, int ns, int xi, int ki, int si,
+                               int pi, int di, int ci, pool2d* p) {
+  p->ns = ns;
   if (!op_is_tensor(c, xi) || c->args[ci].kind != TPUC_OP_ARG_BOOL ||
-      !pool_pair(c, ki, NULL, p->k) || !pool_pair(c, si, p->k, p->s) ||
-      !pool_pair(c, pi, NULL, p->p))
+      !pool_pair(c, ki, ns, NULL, p->k) || !pool_pair(c, si, ns, p->k, p->s) ||
+      !pool_pair(c, pi, ns, NULL, p->p))
     return op_unimpl("pooling: unusual arguments (CPU says why)");
-  p->d[0] = p->d[1] = 1;
-  if (di >= 0 && !pool_pair(c, di, NULL, p->d))
+  p->d[0] = p->d[1] = p->d[2] = 1;
+  if (di >= 0 && !pool_pair(c, di, ns, NULL, p->d))
     return op_unimpl("pooling: unusual dilation (CPU says why)");
   p->ceil = c->args[ci].i != 0;
   const tpuc_hlo_type* t = &c->types[xi];
   p->rank = t->rank;
-  if (t->rank != 3 && t->rank != 4)
+  if (t->rank != ns + 1 && t->rank != ns + 2)
     return op_unimpl("pooling: unusual rank (CPU says why)");
   for (int d = 0; d < t->rank; d++)
     if (t->dims[d] == 0) return op_unimpl("empty pooling: CPU");
-  for (int i = 0; i < 2; i++) {
+  for (int i = 0; i < ns; i++) {
     int64_t k = p->k[i], s = p->s[i], pad = p->p[i], dil = p->d[i];
     if (k <= 0 || s <= 0 || dil <= 0 || pad < 0 ||
         pad > (di >= 0 ? ((k - 1) * dil + 1) / 2 : k / 2))
       return op_unimpl("pooling: bad window (CPU says why)");
-    int64_t in = t->dims[t->rank - 2 + i];
+    int64_t in = t->dims[t->rank - ns + i];
     int64_t span = dil * (k - 1) + 1;
     int64_t out = div_floor(in + 2 * pad - span + (p->ceil ? s - 1 : 0), s) + 1;
     if (p->ceil && (out - 1) * s >= in + pad) out--;
@@ -1791,8 +1885,8 @@ static void pool_window(const pool2d* p, int64_t* dims, int64_t* strides,
     dims[d] = strides[d] = dil[d] = 1;
     pads[2 * d] = pads[2 * d + 1] = 0;
   }
-  for (int i = 0; i < 2; i++) {
-    int d = p->rank - 2 + i;
+  for (int i = 0; i < p->ns; i++) {
+    int d = p->rank - p->ns + i;
     dims[d] = p->k[i];
     strides[d] = p->s[i];
     dil[d] = p->d[i];
@@ -1815,8 +1909,7 @@ static tpuc_hlo_type pool_out_type(const pool2d* p, const tpuc_hlo_type* t,
                                    tpuc_dtype dt) {
   tpuc_hlo_type o = *t;
   o.dtype = dt;
-  o.dims[p->rank - 2] = p->out[0];
-  o.dims[p->rank - 1] = p->out[1];
+  for (int i = 0; i < p->ns; i++) o.dims[p->rank - p->ns + i] = p->out[i];
   return o;
 }
 
@@ -1892,32 +1985,33 @@ static tpuc_status* max_index_body(tpuc_hlo_module* m, tpuc_dtype dt,
   return NULL;
 }
 
-/* Flat index h * W + w of every element of `t` within its plane (s64). */
-static V plane_index(em* e, const tpuc_hlo_type* t) {
+/* Flat index (d * H + h) * W + w of every element of `t` within its
+ * plane of the last ns dims (s64). */
+static V plane_index(em* e, const tpuc_hlo_type* t, int ns) {
   tpuc_hlo_type it = *t;
   it.dtype = TPUC_DTYPE_S64;
   em ei = em_make(e->c, TPUC_DTYPE_S64, &it);
-  V r = e_add(&ei,
-              e_mul(&ei, e_iota(&ei, &it, t->rank - 2),
-                    e_k(&ei, (double)t->dims[t->rank - 1])),
-              e_iota(&ei, &it, t->rank - 1));
+  V r = e_iota(&ei, &it, t->rank - ns);
+  for (int d = t->rank - ns + 1; d < t->rank; d++)
+    r = e_add(&ei, e_mul(&ei, r, e_k(&ei, (double)t->dims[d])),
+              e_iota(&ei, &it, d));
   e_join(e, &ei);
   return r;
 }
 
-/* max_pool2d_with_indices(self, kernel_size, stride, padding, dilation,
- * ceil_mode) -> (out, indices): a reduce_window over (value, flat index)
- * pairs, the padding never chosen (lowest value, largest index). */
-static tpuc_status* lower_max_pool2d(op_ctx* c, int param) {
-  (void)param;
+/* max_pool{2,3}d_with_indices(self, kernel_size, stride, padding,
+ * dilation, ceil_mode) -> (out, indices): a reduce_window over (value,
+ * flat index) pairs, the padding never chosen (lowest value, largest
+ * index). `ns`: spatial dims. */
+static tpuc_status* lower_max_pool2d(op_ctx* c, int ns) {
   pool2d p;
-  TRY(pool_parse(c, 0, 1, 2, 3, 4, 5, &p));
+  TRY(pool_parse(c, ns, 0, 1, 2, 3, 4, 5, &p));
   const tpuc_hlo_type* t = &c->types[0];
   tpuc_dtype dt = t->dtype;
   double lo;
   if (!lowest_value(dt, &lo)) return op_unimpl("max_pool2d: dtype (CPU)");
   em e = em_make(c, dt, t);
-  V in[2] = {c->vals[0], plane_index(&e, t)};
+  V in[2] = {c->vals[0], plane_index(&e, t, ns)};
   V init[2] = {e_k0(&e, dt, lo), -1}, outs[2] = {-1, -1};
   if (e.st == NULL)
     e.st = tpuc_hlo_constant_i64(c->fn, TPUC_DTYPE_S64, INT64_MAX, &init[1]);
@@ -1936,14 +2030,18 @@ static tpuc_status* lower_max_pool2d(op_ctx* c, int param) {
 }
 
 /* The gradient of a max pooling: grad_output (argument 0) added at the
- * saved flat indices (argument ii, h * W + w) of each plane of `self`
- * (type t); invalid indices add nothing. */
-static tpuc_status* max_scatter(op_ctx* c, int ii, const tpuc_hlo_type* t) {
+ * saved flat indices (argument ii, within the last ns dims) of each plane
+ * of `self` (type t); invalid indices add nothing. */
+static tpuc_status* max_scatter(op_ctx* c, int ii, const tpuc_hlo_type* t,
+                                int ns) {
   const tpuc_hlo_type* gt = &c->types[0];
   int r = t->rank;
   tpuc_dtype dt = t->dtype, acc = op_accumulation_dtype(dt);
-  int64_t HW = t->dims[r - 2] * t->dims[r - 1];
-  int64_t OHW = gt->dims[r - 2] * gt->dims[r - 1];
+  int64_t HW = 1, OHW = 1;
+  for (int d = r - ns; d < r; d++) {
+    HW *= t->dims[d];
+    OHW *= gt->dims[d];
+  }
   int64_t P = tpuc_hlo_type_num_elements(t) / HW, M = P * OHW;
   tpuc_hlo_type it = tpuc_hlo_type_make(TPUC_DTYPE_S64, (int64_t[]){P, OHW}, 2);
   em ei = em_make(c, TPUC_DTYPE_S64, &it);
@@ -1953,6 +2051,9 @@ static tpuc_status* max_scatter(op_ctx* c, int ii, const tpuc_hlo_type* t) {
   V ok = e_and(&ei, e_cmp(&ei, TPUC_HLO_GE, idx, e_k(&ei, 0.0)),
                e_cmp(&ei, TPUC_HLO_LT, idx, e_k(&ei, (double)HW)));
   flat = e_reshape(&ei, e_sel(&ei, ok, flat, e_k(&ei, -1.0)), &M, 1);
+  /* 3-d: the CPU adds half grads in the half dtype, in output order, as
+   * a scatter's updates in order do */
+  if (ns == 3) acc = dt;
   em e = em_make(c, acc, &(tpuc_hlo_type){acc, 1, {M}});
   V g = e_reshape(&e, e_cvt(&e, c->vals[0], acc), &M, 1);
   V gi = e_put_add(&e, g, 0, flat, P * HW);
@@ -1962,22 +2063,21 @@ static tpuc_status* max_scatter(op_ctx* c, int ii, const tpuc_hlo_type* t) {
   return e.st;
 }
 
-/* max_pool2d_with_indices_backward(grad_output, self, kernel_size,
+/* max_pool{2,3}d_with_indices_backward(grad_output, self, kernel_size,
  * stride, padding, dilation, ceil_mode, indices). */
-static tpuc_status* lower_max_pool2d_bw(op_ctx* c, int param) {
-  (void)param;
+static tpuc_status* lower_max_pool2d_bw(op_ctx* c, int ns) {
   pool2d p;
-  TRY(pool_parse(c, 1, 2, 3, 4, 5, 6, &p));
+  TRY(pool_parse(c, ns, 1, 2, 3, 4, 5, 6, &p));
   const tpuc_hlo_type* t = &c->types[1];
   tpuc_hlo_type ot = pool_out_type(&p, t, t->dtype);
   if (!op_is_tensor(c, 0) || !op_is_tensor(c, 7) || !is_float(t->dtype) ||
       !tpuc_hlo_type_equal(&c->types[0], &ot) ||
       c->types[7].dtype != TPUC_DTYPE_S64 || !same_dims(&c->types[7], &ot))
     return op_unimpl("max_pool2d backward: unusual arguments (CPU)");
-  return max_scatter(c, 7, t);
+  return max_scatter(c, 7, t, ns);
 }
 
-/* avg_pool2d's divisors of one dim: per output position, the window's
+/* avg_pool's divisors of one dim: per output position, the window's
  * element count (clipped to the padded input when count_include_pad,
  * to the input otherwise). */
 static void avg_counts(const pool2d* p, int i, bool include_pad, double* out) {
@@ -1994,8 +2094,8 @@ static void avg_counts(const pool2d* p, int i, bool include_pad, double* out) {
   }
 }
 
-/* The divisor of every avg_pool2d output (emitter shape: the output),
- * from count_include_pad (argument ci) and divisor_override (di). */
+/* The divisor of every avg_pool output (emitter shape: the output), from
+ * count_include_pad (argument ci) and divisor_override (di). */
 static tpuc_status* avg_divisor(em* e, const pool2d* p, int ci, int di,
                                 V* out) {
   const op_ctx* c = e->c;
@@ -2008,32 +2108,33 @@ static tpuc_status* avg_divisor(em* e, const pool2d* p, int ci, int di,
     *out = e_k(e, (double)c->args[di].i);
     return NULL;
   }
-  double* h = malloc(sizeof(double) * (size_t)(p->out[0] + p->out[1]));
-  if (h == NULL) return tpuc_status_make(TPUC_INTERNAL, "out of memory");
-  double* w = h + p->out[0];
-  avg_counts(p, 0, c->args[ci].i != 0, h);
-  avg_counts(p, 1, c->args[ci].i != 0, w);
-  int64_t mh = p->rank - 2, mw = p->rank - 1;
-  /* (the product of two counts is exact in every float dtype) */
-  V vh = e_bcast(e, e_vec_const(e, h, p->out[0], e->shape.dtype), e->shape.dims,
-                 e->shape.rank, &mh);
-  V vw = e_bcast(e, e_vec_const(e, w, p->out[1], e->shape.dtype), e->shape.dims,
-                 e->shape.rank, &mw);
-  free(h);
-  *out = e_mul(e, vh, vw);
+  V r = -1;
+  for (int i = 0; i < p->ns; i++) {
+    double* h = malloc(sizeof(double) * (size_t)p->out[i]);
+    if (h == NULL) return tpuc_status_make(TPUC_INTERNAL, "out of memory");
+    avg_counts(p, i, c->args[ci].i != 0, h);
+    int64_t m = p->rank - p->ns + i;
+    /* (the product of the counts is exact in every dtype taken here) */
+    V v = e_bcast(e, e_vec_const(e, h, p->out[i], e->shape.dtype),
+                  e->shape.dims, e->shape.rank, &m);
+    free(h);
+    r = i == 0 ? v : e_mul(e, r, v);
+  }
+  *out = r;
   return NULL;
 }
 
-/* avg_pool2d(self, kernel_size, stride, padding, ceil_mode,
+/* avg_pool{2,3}d(self, kernel_size, stride, padding, ceil_mode,
  * count_include_pad, divisor_override): a zero-padded window sum over
- * the divisor. */
-static tpuc_status* lower_avg_pool2d(op_ctx* c, int param) {
-  (void)param;
+ * the divisor (int64: summed and divided in int64, truncating, as the
+ * CPU). */
+static tpuc_status* lower_avg_pool2d(op_ctx* c, int ns) {
   pool2d p;
-  TRY(pool_parse(c, 0, 1, 2, 3, -1, 4, &p));
+  TRY(pool_parse(c, ns, 0, 1, 2, 3, -1, 4, &p));
   const tpuc_hlo_type* t = &c->types[0];
   tpuc_dtype dt = t->dtype, acc = op_accumulation_dtype(dt);
-  if (!is_float(dt)) return op_unimpl("integer avg_pool2d: CPU");
+  if (!is_float(dt) && dt != TPUC_DTYPE_S64)
+    return op_unimpl("integer avg_pool: CPU");
   tpuc_hlo_type ot = pool_out_type(&p, t, acc);
   em e = em_make(c, acc, &ot);
   V div = -1;
@@ -2053,15 +2154,14 @@ static tpuc_status* lower_avg_pool2d(op_ctx* c, int param) {
   return e.st;
 }
 
-/* avg_pool2d_backward(grad_output, self, kernel_size, stride, padding,
- * ceil_mode, count_include_pad, divisor_override): each input element
- * gets grad / divisor of every window covering it: the grads spread by
- * the stride (interior padding), padded so that a stride-1 window sum of
- * the kernel's size lands on the input positions. */
-static tpuc_status* lower_avg_pool2d_bw(op_ctx* c, int param) {
-  (void)param;
+/* avg_pool{2,3}d_backward(grad_output, self, kernel_size, stride,
+ * padding, ceil_mode, count_include_pad, divisor_override): each input
+ * element gets grad / divisor of every window covering it: the grads
+ * spread by the stride (interior padding), padded so that a stride-1
+ * window sum of the kernel's size lands on the input positions. */
+static tpuc_status* lower_avg_pool2d_bw(op_ctx* c, int ns) {
   pool2d p;
-  TRY(pool_parse(c, 1, 2, 3, 4, -1, 5, &p));
+  TRY(pool_parse(c, ns, 1, 2, 3, 4, -1, 5, &p));
   const tpuc_hlo_type* t = &c->types[1];
   tpuc_dtype dt = t->dtype, acc = op_accumulation_dtype(dt);
   tpuc_hlo_type ot = pool_out_type(&p, t, dt);
@@ -2078,32 +2178,36 @@ static tpuc_status* lower_avg_pool2d_bw(op_ctx* c, int param) {
   int64_t lo[TPUC_MAX_RANK] = {0}, hi[TPUC_MAX_RANK] = {0};
   int64_t in[TPUC_MAX_RANK] = {0}, wd[TPUC_MAX_RANK];
   for (int d = 0; d < p.rank; d++) wd[d] = 1;
-  for (int i = 0; i < 2; i++) {
-    int d = p.rank - 2 + i;
+  int64_t nk = 1;
+  for (int i = 0; i < ns; i++) {
+    int d = p.rank - ns + i;
     lo[d] = p.k[i] - 1 - p.p[i];
     hi[d] = p.in[i] - 1 - (p.out[i] - 1) * p.s[i] + p.p[i];
     in[d] = p.s[i] - 1;
     wd[d] = p.k[i];
+    nk *= p.k[i];
   }
   V padded = -1, init = e_k0(&e, acc, 0.0), gi = -1;
   if (e.st == NULL) e.st = tpuc_hlo_pad(c->fn, g, init, lo, hi, in, &padded);
-  if (p.k[0] * p.k[1] <= 64) {
+  if (nk <= 64) {
     /* The CPU adds each window's share into grad_input in output order,
      * rounding to the input dtype each time: the same sums, one window
      * offset at a time (offsets ascending here). */
     int64_t start[TPUC_MAX_RANK] = {0}, limit[TPUC_MAX_RANK];
     for (int d = 0; d < p.rank; d++) limit[d] = t->dims[d];
-    for (int64_t a = 0; a < p.k[0]; a++)
-      for (int64_t b = 0; b < p.k[1]; b++) {
-        start[p.rank - 2] = a;
-        start[p.rank - 1] = b;
-        limit[p.rank - 2] = a + p.in[0];
-        limit[p.rank - 1] = b + p.in[1];
-        V part = -1;
-        if (e.st == NULL)
-          e.st = tpuc_hlo_slice(c->fn, padded, start, limit, NULL, &part);
-        gi = gi < 0 ? part : e_cvt(&e, e_cvt(&e, e_add(&e, gi, part), dt), acc);
+    for (int64_t o = 0; o < nk; o++) {
+      int64_t rest = o;
+      for (int i = ns - 1; i >= 0; i--) {
+        int d = p.rank - ns + i;
+        start[d] = rest % p.k[i];
+        rest /= p.k[i];
+        limit[d] = start[d] + p.in[i];
       }
+      V part = -1;
+      if (e.st == NULL)
+        e.st = tpuc_hlo_slice(c->fn, padded, start, limit, NULL, &part);
+      gi = gi < 0 ? part : e_cvt(&e, e_cvt(&e, e_add(&e, gi, part), dt), acc);
+    }
     c->outs[0] = e_cvt(&e, gi, dt);
     c->nouts = 1;
     return e.st;
@@ -2213,91 +2317,259 @@ static V adaptive_spread(em* e, V g, int dim, int64_t I) {
 }
 
 /* The element counts of the adaptive windows (output shape, the
- * emitter's). */
-static V adaptive_counts(em* e, int64_t IH, int64_t IW) {
+ * emitter's) of the last ns dims, input sizes `in`. */
+static V adaptive_counts(em* e, const int64_t* in, int ns) {
   int r = e->shape.rank;
-  int64_t OH = e->shape.dims[r - 2], OW = e->shape.dims[r - 1];
-  double* h = malloc(sizeof(double) * (size_t)(OH + OW));
-  if (h == NULL) {
-    if (e->st == NULL) e->st = tpuc_status_make(TPUC_INTERNAL, "out of memory");
-    return -1;
+  V prod = -1;
+  for (int i = 0; i < ns; i++) {
+    int64_t O = e->shape.dims[r - ns + i], I = in[i];
+    double* h = malloc(sizeof(double) * (size_t)O);
+    if (h == NULL) {
+      if (e->st == NULL)
+        e->st = tpuc_status_make(TPUC_INTERNAL, "out of memory");
+      return -1;
+    }
+    for (int64_t o = 0; o < O; o++)
+      h[o] = (double)(adaptive_end(o, I, O) - adaptive_start(o, I, O));
+    int64_t m = r - ns + i;
+    V v =
+        e_bcast(e, e_vec_const(e, h, O, e->shape.dtype), e->shape.dims, r, &m);
+    free(h);
+    prod = i == 0 ? v : e_mul(e, prod, v);
   }
-  double* w = h + OH;
-  for (int64_t o = 0; o < OH; o++)
-    h[o] = (double)(adaptive_end(o, IH, OH) - adaptive_start(o, IH, OH));
-  for (int64_t o = 0; o < OW; o++)
-    w[o] = (double)(adaptive_end(o, IW, OW) - adaptive_start(o, IW, OW));
-  int64_t mh = r - 2, mw = r - 1;
-  V vh =
-      e_bcast(e, e_vec_const(e, h, OH, e->shape.dtype), e->shape.dims, r, &mh);
-  V vw =
-      e_bcast(e, e_vec_const(e, w, OW, e->shape.dtype), e->shape.dims, r, &mw);
-  free(h);
-  return e_mul(e, vh, vw);
+  return prod;
 }
 
-/* Checks an adaptive pooling input (argument xi) and output size. */
-static tpuc_status* adaptive_check(const op_ctx* c, int xi, int64_t OH,
-                                   int64_t OW) {
+static V along(em* e, V w, const tpuc_hlo_type* shape, int dim);
+
+/* Half adaptive_avg_pool3d as the CPU's loop: in the half dtype, each
+ * add and each division rounding. `cand` builds, per dim, up to K
+ * candidate source indices per destination position (-1: none); the sum
+ * over all candidate combinations runs in lexicographic order, which is
+ * the CPU's order in both directions. */
+typedef struct seq3 {
+  int64_t K[3];
+  int64_t* idx[3]; /* K[d] rows of n[d] entries */
+} seq3;
+
+static void seq3_free(seq3* q) {
+  for (int d = 0; d < 3; d++) free(q->idx[d]);
+}
+
+/* x [.., I0, I1, I2] (compute f32, values of `dt`) summed into
+ * [.., n0, n1, n2] over the candidates, rounding to dt after each add. */
+static V seq3_sum(em* e, V x, const seq3* q, const int64_t* n, tpuc_dtype dt) {
+  tpuc_hlo_type xt = e_type(e, x);
+  if (e->st != NULL) return -1;
+  int r = xt.rank;
+  V acc = -1;
+  for (int64_t a = 0; a < q->K[0]; a++)
+    for (int64_t b = 0; b < q->K[1]; b++)
+      for (int64_t k = 0; k < q->K[2]; k++) {
+        int64_t sel[3] = {a, b, k};
+        V v = x, ok = -1, mv[3];
+        for (int d = 0; d < 3; d++) {
+          const int64_t* row = q->idx[d] + sel[d] * n[d];
+          int64_t* cl = malloc(sizeof(int64_t) * (size_t)n[d]);
+          double* m = malloc(sizeof(double) * (size_t)n[d]);
+          if (cl == NULL || m == NULL) {
+            free(cl);
+            free(m);
+            if (e->st == NULL)
+              e->st = tpuc_status_make(TPUC_INTERNAL, "out of memory");
+            return -1;
+          }
+          for (int64_t i = 0; i < n[d]; i++) {
+            cl[i] = row[i] < 0 ? 0 : row[i];
+            m[i] = row[i] < 0 ? 0.0 : 1.0;
+          }
+          v = e_take(e, v, r - 3 + d, e_index_const(e, cl, n[d]));
+          mv[d] = e_vec_const(e, m, n[d], TPUC_DTYPE_F32);
+          free(cl);
+          free(m);
+        }
+        tpuc_hlo_type vt = e_type(e, v);
+        for (int d = 0; d < 3; d++) {
+          V md = along(e, mv[d], &vt, r - 3 + d);
+          ok = ok < 0 ? md : e_mul(e, ok, md);
+        }
+        em ev = em_make(e->c, TPUC_DTYPE_F32, &vt);
+        v = e_sel(&ev, e_cmp(&ev, TPUC_HLO_GT, ok, e_k(&ev, 0.0)), v,
+                  e_k(&ev, 0.0));
+        e_join(e, &ev);
+        acc = acc < 0
+                  ? v
+                  : e_cvt(e, e_cvt(e, e_add(e, acc, v), dt), TPUC_DTYPE_F32);
+      }
+  return acc;
+}
+
+/* Half 3-d adaptive average pooling, forward (x [.., I...] -> [.., O...])
+ * or backward (g [.., O...] -> [.., I...]). */
+static V adaptive_avg3_half(em* e, V x, const int64_t* I, const int64_t* O,
+                            tpuc_dtype dt, bool backward) {
+  seq3 q;
+  memset(&q, 0, sizeof q);
+  int64_t n[3];
+  for (int d = 0; d < 3; d++) {
+    int64_t K = 0;
+    if (!backward) {
+      for (int64_t o = 0; o < O[d]; o++) {
+        int64_t w = adaptive_end(o, I[d], O[d]) - adaptive_start(o, I[d], O[d]);
+        if (w > K) K = w;
+      }
+    } else {
+      for (int64_t i = 0; i < I[d]; i++) {
+        int64_t cnt = 0;
+        for (int64_t o = 0; o < O[d]; o++)
+          if (adaptive_start(o, I[d], O[d]) <= i &&
+              i < adaptive_end(o, I[d], O[d]))
+            cnt++;
+        if (cnt > K) K = cnt;
+      }
+    }
+    n[d] = backward ? I[d] : O[d];
+    q.K[d] = K;
+    q.idx[d] = malloc(sizeof(int64_t) * (size_t)(K * n[d]));
+    if (q.idx[d] == NULL) {
+      seq3_free(&q);
+      if (e->st == NULL)
+        e->st = tpuc_status_make(TPUC_INTERNAL, "out of memory");
+      return -1;
+    }
+    for (int64_t j = 0; j < n[d]; j++) {
+      int64_t cnt = 0;
+      for (int64_t k = 0; k < K; k++) q.idx[d][k * n[d] + j] = -1;
+      if (!backward) {
+        int64_t s = adaptive_start(j, I[d], O[d]);
+        int64_t t = adaptive_end(j, I[d], O[d]);
+        for (int64_t i = s; i < t; i++) q.idx[d][(cnt++) * n[d] + j] = i;
+      } else {
+        for (int64_t o = 0; o < O[d]; o++)
+          if (adaptive_start(o, I[d], O[d]) <= j &&
+              j < adaptive_end(o, I[d], O[d]))
+            q.idx[d][(cnt++) * n[d] + j] = o;
+      }
+    }
+  }
+  if (q.K[0] * q.K[1] * q.K[2] > 64) {
+    seq3_free(&q);
+    if (e->st == NULL) e->st = op_unimpl("half adaptive_avg_pool3d: large");
+    return -1;
+  }
+  V r = -1;
+  tpuc_hlo_type xt = e_type(e, x);
+  if (e->st != NULL) {
+    seq3_free(&q);
+    return -1;
+  }
+  int rk = xt.rank;
+  /* the window sizes per output position, per dim (f32 [O_d]) */
+  V ks[3];
+  for (int d = 0; d < 3; d++) {
+    double* kv = malloc(sizeof(double) * (size_t)O[d]);
+    if (kv == NULL) {
+      seq3_free(&q);
+      if (e->st == NULL)
+        e->st = tpuc_status_make(TPUC_INTERNAL, "out of memory");
+      return -1;
+    }
+    for (int64_t o = 0; o < O[d]; o++)
+      kv[o] =
+          (double)(adaptive_end(o, I[d], O[d]) - adaptive_start(o, I[d], O[d]));
+    ks[d] = e_vec_const(e, kv, O[d], TPUC_DTYPE_F32);
+    free(kv);
+  }
+  if (!backward) {
+    r = seq3_sum(e, e_cvt(e, x, TPUC_DTYPE_F32), &q, n, dt);
+    tpuc_hlo_type rt = e_type(e, r);
+    for (int d = 0; d < 3; d++)
+      r = e_cvt(e, e_cvt(e, e_div(e, r, along(e, ks[d], &rt, rk - 3 + d)), dt),
+                TPUC_DTYPE_F32);
+  } else {
+    V g = e_cvt(e, x, TPUC_DTYPE_F32);
+    for (int d = 0; d < 3; d++)
+      g = e_cvt(e, e_cvt(e, e_div(e, g, along(e, ks[d], &xt, rk - 3 + d)), dt),
+                TPUC_DTYPE_F32);
+    r = seq3_sum(e, g, &q, n, dt);
+  }
+  seq3_free(&q);
+  return e_cvt(e, r, dt);
+}
+
+/* Checks an adaptive pooling input (argument xi) of ns pooled dims and
+ * its output sizes. */
+static tpuc_status* adaptive_check(const op_ctx* c, int xi, int ns,
+                                   const int64_t* out, bool avg) {
   if (!op_is_tensor(c, xi)) return op_unimpl("unexpected arguments");
   const tpuc_hlo_type* t = &c->types[xi];
-  if ((t->rank != 3 && t->rank != 4) || !is_float(t->dtype) || OH <= 0 ||
-      OW <= 0)
+  if ((t->rank != ns + 1 && t->rank != ns + 2) || !is_float(t->dtype))
     return op_unimpl("adaptive pooling: unusual arguments (CPU says why)");
+  (void)avg;
   /* (an empty batch is fine: the CPU wants the pooled dims non-empty) */
-  for (int d = t->rank - 2; d < t->rank; d++)
-    if (t->dims[d] == 0) return op_unimpl("empty adaptive pooling: CPU");
+  for (int i = 0; i < ns; i++)
+    if (out[i] <= 0 || t->dims[t->rank - ns + i] == 0)
+      return op_unimpl("empty adaptive pooling: CPU");
   return NULL;
 }
 
-/* _adaptive_avg_pool2d(self, output_size). */
-static tpuc_status* lower_adaptive_avg_pool2d(op_ctx* c, int param) {
-  (void)param;
+/* _adaptive_avg_pool{2,3}d(self, output_size). */
+static tpuc_status* lower_adaptive_avg_pool2d(op_ctx* c, int ns) {
   const tpuc_op_arg* os = &c->args[1];
-  if (os->kind != TPUC_OP_ARG_INT_LIST || os->list_len != 2)
+  if (os->kind != TPUC_OP_ARG_INT_LIST || (int)os->list_len != ns)
     return op_unimpl("unexpected arguments");
-  TRY(adaptive_check(c, 0, os->list[0], os->list[1]));
+  TRY(adaptive_check(c, 0, ns, os->list, true));
   const tpuc_hlo_type* t = &c->types[0];
   tpuc_dtype dt = t->dtype, acc = op_accumulation_dtype(dt);
   int r = t->rank;
   tpuc_hlo_type ot = *t;
   ot.dtype = acc;
-  ot.dims[r - 2] = os->list[0];
-  ot.dims[r - 1] = os->list[1];
+  for (int i = 0; i < ns; i++) ot.dims[r - ns + i] = os->list[i];
   em e = em_make(c, acc, &ot);
+  if (ns == 3 && acc != dt) {
+    /* half 3-d: the CPU sums and divides in the half dtype */
+    c->outs[0] = adaptive_avg3_half(&e, c->vals[0], &t->dims[r - 3], os->list,
+                                    dt, false);
+    c->nouts = 1;
+    return e.st;
+  }
   V x = e_cvt(&e, c->vals[0], acc);
-  V s = adaptive_sum(&e, adaptive_sum(&e, x, r - 1, os->list[1]), r - 2,
-                     os->list[0]);
-  V y = e_div(&e, s, adaptive_counts(&e, t->dims[r - 2], t->dims[r - 1]));
+  for (int i = ns - 1; i >= 0; i--)
+    x = adaptive_sum(&e, x, r - ns + i, os->list[i]);
+  V y = e_div(&e, x, adaptive_counts(&e, &t->dims[r - ns], ns));
   c->outs[0] = e_cvt(&e, y, dt);
   c->nouts = 1;
   return e.st;
 }
 
-/* _adaptive_avg_pool2d_backward(grad_output, self). */
-static tpuc_status* lower_adaptive_avg_pool2d_bw(op_ctx* c, int param) {
-  (void)param;
+/* _adaptive_avg_pool{2,3}d_backward(grad_output, self). */
+static tpuc_status* lower_adaptive_avg_pool2d_bw(op_ctx* c, int ns) {
   if (!op_is_tensor(c, 0) || !op_is_tensor(c, 1))
     return op_unimpl("unexpected arguments");
   const tpuc_hlo_type* t = &c->types[1];
   const tpuc_hlo_type* gt = &c->types[0];
   int r = t->rank;
-  if (gt->rank != r || gt->dtype != t->dtype)
+  if (gt->rank != r || gt->dtype != t->dtype || r < ns)
     return op_unimpl("adaptive pooling backward: unusual grad (CPU)");
-  TRY(adaptive_check(c, 1, gt->dims[r - 2 < 0 ? 0 : r - 2],
-                     gt->dims[r - 1 < 0 ? 0 : r - 1]));
-  for (int d = 0; d < r - 2; d++)
+  TRY(adaptive_check(c, 1, ns, &gt->dims[r - ns], true));
+  for (int d = 0; d < r - ns; d++)
     if (gt->dims[d] != t->dims[d])
       return op_unimpl("adaptive pooling backward: unusual grad (CPU)");
   tpuc_dtype dt = t->dtype, acc = op_accumulation_dtype(dt);
   tpuc_hlo_type ot = *gt;
   ot.dtype = acc;
   em e = em_make(c, acc, &ot);
+  if (ns == 3 && acc != dt) {
+    c->outs[0] = adaptive_avg3_half(&e, c->vals[0], &t->dims[r - 3],
+                                    &gt->dims[r - 3], dt, true);
+    c->nouts = 1;
+    return e.st;
+  }
   V g = e_div(&e, e_cvt(&e, c->vals[0], acc),
-              adaptive_counts(&e, t->dims[r - 2], t->dims[r - 1]));
-  V gi = adaptive_spread(&e, adaptive_spread(&e, g, r - 2, t->dims[r - 2]),
-                         r - 1, t->dims[r - 1]);
-  c->outs[0] = e_cvt(&e, gi, dt);
+              adaptive_counts(&e, &t->dims[r - ns], ns));
+  for (int i = 0; i < ns; i++)
+    g = adaptive_spread(&e, g, r - ns + i, t->dims[r - ns + i]);
+  c->outs[0] = e_cvt(&e, g, dt);
   c->nouts = 1;
   return e.st;
 }
@@ -2338,43 +2610,41 @@ static void adaptive_max_dim(em* e, V* x, V* xi, int dim, int64_t O) {
   *xi = outs[1];
 }
 
-/* adaptive_max_pool2d(self, output_size) -> (out, indices): windows of
- * the last dim first, then of the one before (the winner of each row
+/* adaptive_max_pool{2,3}d(self, output_size) -> (out, indices): windows
+ * of the last dim first, then of the ones before (the winner of each row
  * stays the first maximum or last NaN in index order). */
-static tpuc_status* lower_adaptive_max_pool2d(op_ctx* c, int param) {
-  (void)param;
+static tpuc_status* lower_adaptive_max_pool2d(op_ctx* c, int ns) {
   const tpuc_op_arg* os = &c->args[1];
-  if (os->kind != TPUC_OP_ARG_INT_LIST || os->list_len != 2)
+  if (os->kind != TPUC_OP_ARG_INT_LIST || (int)os->list_len != ns)
     return op_unimpl("unexpected arguments");
-  TRY(adaptive_check(c, 0, os->list[0], os->list[1]));
+  TRY(adaptive_check(c, 0, ns, os->list, false));
   const tpuc_hlo_type* t = &c->types[0];
   int r = t->rank;
   em e = em_make(c, t->dtype, t);
-  V x = c->vals[0], xi = plane_index(&e, t);
-  adaptive_max_dim(&e, &x, &xi, r - 1, os->list[1]);
-  adaptive_max_dim(&e, &x, &xi, r - 2, os->list[0]);
+  V x = c->vals[0], xi = plane_index(&e, t, ns);
+  for (int i = ns - 1; i >= 0; i--)
+    adaptive_max_dim(&e, &x, &xi, r - ns + i, os->list[i]);
   c->outs[0] = x;
   c->outs[1] = xi;
   c->nouts = 2;
   return e.st;
 }
 
-/* adaptive_max_pool2d_backward(grad_output, self, indices). */
-static tpuc_status* lower_adaptive_max_pool2d_bw(op_ctx* c, int param) {
-  (void)param;
+/* adaptive_max_pool{2,3}d_backward(grad_output, self, indices). */
+static tpuc_status* lower_adaptive_max_pool2d_bw(op_ctx* c, int ns) {
   if (!op_is_tensor(c, 0) || !op_is_tensor(c, 1) || !op_is_tensor(c, 2))
     return op_unimpl("unexpected arguments");
   const tpuc_hlo_type* t = &c->types[1];
   const tpuc_hlo_type* gt = &c->types[0];
   int r = t->rank;
-  if (gt->rank != r || gt->dtype != t->dtype ||
+  if (gt->rank != r || gt->dtype != t->dtype || r < ns ||
       c->types[2].dtype != TPUC_DTYPE_S64 || !same_dims(&c->types[2], gt))
     return op_unimpl("adaptive max pooling backward: unusual arguments");
-  TRY(adaptive_check(c, 1, gt->dims[r - 2], gt->dims[r - 1]));
-  for (int d = 0; d < r - 2; d++)
+  TRY(adaptive_check(c, 1, ns, &gt->dims[r - ns], false));
+  for (int d = 0; d < r - ns; d++)
     if (gt->dims[d] != t->dims[d])
       return op_unimpl("adaptive max pooling backward: unusual grad");
-  return max_scatter(c, 2, t);
+  return max_scatter(c, 2, t, ns);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -2469,6 +2739,64 @@ static void linear_index(em* e, int si, bool align, int64_t in, int64_t out,
   e_join(e, &ef);
 }
 
+/* Bicubic interpolation of one dim (the CPU's HelperInterpCubic): the
+ * source position as linear's but not clamped at 0, its floor (at most
+ * in - 1) and fraction t; taps at floor - 1 .. floor + 2 clamped to the
+ * input, weights the cubic convolution (A = -0.75) at t + 1, t, 1 - t,
+ * 2 - t, computed in `acc` and stored in the input dtype `dt`. */
+static void cubic_index(em* e, int si, bool align, int64_t in, int64_t out,
+                        tpuc_dtype acc, tpuc_dtype dt, V* idx, V* w) {
+  tpuc_hlo_type it = tpuc_hlo_type_make(TPUC_DTYPE_S64, &out, 1);
+  tpuc_hlo_type ft = tpuc_hlo_type_make(acc, &out, 1);
+  em ei = em_make(e->c, TPUC_DTYPE_S64, &it);
+  em ef = em_make(e->c, acc, &ft);
+  V scale;
+  if (align) {
+    double q = out > 1 ? (double)(in - 1) / (double)(out - 1) : 0.0;
+    if (acc != TPUC_DTYPE_F64)
+      q = out > 1 ? (double)((float)(in - 1) / (float)(out - 1)) : 0.0;
+    scale = e_k(&ef, q);
+  } else {
+    scale = e_bcast(&ef, up_scale(&ef, si, in, out, acc), &out, 1, NULL);
+  }
+  V o = e_cvt(&ef, e_iota(&ei, &it, 0), acc), src;
+  if (align)
+    src = e_mul(&ef, scale, o);
+  else
+    src = e_sub(&ef, e_mul(&ef, scale, e_add(&ef, o, e_k(&ef, 0.5))),
+                e_k(&ef, 0.5));
+  V fl = e_min(&ei, e_cvt(&ef, e_un(&ef, TPUC_HLO_FLOOR, src), TPUC_DTYPE_S64),
+               e_k(&ei, (double)(in - 1)));
+  V t = e_sub(&ef, src, e_cvt(&ef, fl, acc));
+  t = e_min(&ef, e_max(&ef, t, e_k(&ef, 0.0)), e_k(&ef, 1.0));
+  const double A = -0.75;
+  for (int j = 0; j < 4; j++) {
+    idx[j] = e_min(
+        &ei,
+        e_max(&ei, e_add(&ei, fl, e_k(&ei, (double)(j - 1))), e_k(&ei, 0.0)),
+        e_k(&ei, (double)(in - 1)));
+    /* x: t + 1, t, 1 - t, (1 - t) + 1 */
+    V x = j == 0   ? e_add(&ef, t, e_k(&ef, 1.0))
+          : j == 1 ? t
+          : j == 2 ? e_sub(&ef, e_k(&ef, 1.0), t)
+                   : e_add(&ef, e_sub(&ef, e_k(&ef, 1.0), t), e_k(&ef, 1.0));
+    V r;
+    if (j == 1 || j == 2) {
+      /* ((A + 2) x - (A + 3)) x x + 1 */
+      r = e_sub(&ef, e_mul(&ef, e_k(&ef, A + 2.0), x), e_k(&ef, A + 3.0));
+      r = e_add(&ef, e_mul(&ef, e_mul(&ef, r, x), x), e_k(&ef, 1.0));
+    } else {
+      /* ((A x - 5A) x + 8A) x - 4A */
+      r = e_sub(&ef, e_mul(&ef, e_k(&ef, A), x), e_k(&ef, 5.0 * A));
+      r = e_add(&ef, e_mul(&ef, r, x), e_k(&ef, 8.0 * A));
+      r = e_sub(&ef, e_mul(&ef, r, x), e_k(&ef, 4.0 * A));
+    }
+    w[j] = e_cvt(&ef, e_cvt(&ef, r, dt), acc);
+  }
+  e_join(e, &ei);
+  e_join(e, &ef);
+}
+
 /* w (a [n] vector) broadcast along `dim` of `shape`. */
 static V along(em* e, V w, const tpuc_hlo_type* shape, int dim) {
   int64_t m = dim;
@@ -2479,6 +2807,7 @@ enum {
   UP_NEAREST = 1,
   UP_NEAREST_EXACT,
   UP_LINEAR,
+  UP_CUBIC,
   UP_BW = 0x100,
 };
 
@@ -2490,7 +2819,8 @@ enum {
 static tpuc_status* lower_upsample(op_ctx* c, int param) {
   int kind = param & 0xf, ns = (param >> 4) & 0xf;
   bool backward = (param & UP_BW) != 0;
-  bool linear = kind == UP_LINEAR;
+  bool cubic = kind == UP_CUBIC;
+  bool linear = kind == UP_LINEAR || cubic;       /* takes align_corners */
   int sc = (backward ? 3 : 2) + (linear ? 1 : 0); /* first scale */
   const tpuc_op_arg* os = &c->args[1];
   if (!op_is_tensor(c, 0) || os->kind != TPUC_OP_ARG_INT_LIST ||
@@ -2532,7 +2862,16 @@ static tpuc_status* lower_upsample(op_ctx* c, int param) {
    * (fused, it seems) rounds to the same half values as exact sums,
    * which plain f32 sums sometimes miss by an ulp. Indices and weights
    * are computed in f32, as there. */
-  tpuc_dtype wide = !backward && linear && acc != dt ? TPUC_DTYPE_F64 : acc;
+  bool half = acc != dt;
+  /* (the CPU's 1-d / 3-d linear and bicubic backwards add half grads in
+   * an order and rounding of their own: CPU) */
+  if (backward && half && linear && (cubic || ns != 2))
+    return op_unimpl("half upsample backward: the CPU's rounding");
+  /* bicubic interpolates half floats in f32 with the weights stored in
+   * the half dtype, as the CPU's generic kernel does */
+  bool half_weights = half && cubic;
+  tpuc_dtype wide =
+      !backward && linear && !cubic && half ? TPUC_DTYPE_F64 : acc;
   em e = em_make(c, wide, t);
   V x = c->vals[0];
   if (backward || linear) x = e_cvt(&e, x, wide);
@@ -2547,8 +2886,33 @@ static tpuc_status* lower_upsample(op_ctx* c, int param) {
                    : e_take(&e, x, dim, idx);
       continue;
     }
+    if (cubic) {
+      /* the four taps in order: sum_j tap_j * w_j */
+      V ci[4], cw[4];
+      cubic_index(&e, si, align, in[k], out[k], acc, dt, ci, cw);
+      tpuc_hlo_type xt = e_type(&e, x);
+      V acc_x = -1;
+      for (int j = 0; j < 4 && e.st == NULL; j++) {
+        V part;
+        if (backward) {
+          part = e_put_add(&e, e_mul(&e, x, along(&e, cw[j], &xt, dim)), dim,
+                           ci[j], in[k]);
+        } else {
+          V a = e_take(&e, x, dim, ci[j]);
+          tpuc_hlo_type at = e_type(&e, a);
+          part = e_mul(&e, a, along(&e, cw[j], &at, dim));
+        }
+        acc_x = j == 0 ? part : e_add(&e, acc_x, part);
+      }
+      x = acc_x;
+      continue;
+    }
     V i0, i1, l0, l1;
     linear_index(&e, si, align, in[k], out[k], acc, &i0, &i1, &l0, &l1);
+    if (half_weights) {
+      l0 = e_cvt(&e, l0, dt);
+      l1 = e_cvt(&e, l1, dt);
+    }
     l0 = e_cvt(&e, l0, wide);
     l1 = e_cvt(&e, l1, wide);
     tpuc_hlo_type xt = e_type(&e, x);
@@ -2592,7 +2956,8 @@ static tpuc_status* lower_pad_mode(op_ctx* c, int param) {
    * by one in the half dtype, which a sum does not round alike) */
   bool half = dt == TPUC_DTYPE_F16 || dt == TPUC_DTYPE_BF16;
   if ((t->rank != ns + 1 && t->rank != ns + 2) || dt == TPUC_DTYPE_PRED ||
-      (backward && (!is_float(dt) || (half && kind == PAD_REPLICATE))))
+      (backward && ((!is_float(dt) && !tpuc_dtype_is_complex(dt)) ||
+                    (half && kind == PAD_REPLICATE))))
     return op_unimpl("padding: unusual input (CPU says why)");
   for (int d = 0; d < t->rank; d++)
     if (t->dims[d] == 0) return op_unimpl("empty padding: CPU");
@@ -2632,6 +2997,1159 @@ static tpuc_status* lower_pad_mode(op_ctx* c, int param) {
   c->outs[0] = e_cvt(&e, x, dt);
   c->nouts = 1;
   return e.st;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Shrinks, glu and prelu: elementwise formulas of the CPU kernels. */
+
+enum { SHRINK_HARD = 1, SHRINK_SOFT, SHRINK_BW = 0x100 };
+
+/* hardshrink / softshrink(self, lambd) and their backwards (grad, self,
+ * lambd). hardshrink compares in the input dtype (lambd rounded to it),
+ * softshrink in the compute dtype (lambd as a float for half inputs);
+ * the backwards pass the grad where |x| > lambd. */
+static tpuc_status* lower_shrink(op_ctx* c, int param) {
+  int kind = param & 0xf;
+  bool backward = (param & SHRINK_BW) != 0;
+  int xi = backward ? 1 : 0, li = xi + 1;
+  if (!op_is_tensor(c, xi) || !op_is_value(c, li) ||
+      (backward && !op_is_tensor(c, 0)))
+    return op_unimpl("unexpected arguments");
+  int which[2] = {0, 1};
+  tpuc_dtype dt;
+  tpuc_hlo_type shape;
+  if (backward) {
+    TRY(op_result_type(c, which, 2, &dt));
+    TRY(op_broadcast_shape(c, which, 2, &shape));
+  } else {
+    dt = c->types[0].dtype;
+    shape = c->types[0];
+  }
+  if (!is_float(dt)) return op_unimpl("non-float shrink: CPU");
+  tpuc_dtype acc = op_accumulation_dtype(dt);
+  em e = em_make(c, acc, &shape);
+  V x = e_arg(&e, xi), r;
+  V lam = kind == SHRINK_HARD ? e_scal_via(&e, li, dt) : e_scal(&e, li);
+  if (backward) {
+    /* (NaN gets 0, as the CPU's vectorized loop; its scalar tail passes
+     * the grad) */
+    V out = e_or(&e, e_cmp(&e, TPUC_HLO_LT, x, e_neg(&e, lam)),
+                 e_cmp(&e, TPUC_HLO_GT, x, lam));
+    r = e_sel(&e, out, e_arg(&e, 0), e_k(&e, 0.0));
+  } else if (kind == SHRINK_HARD) {
+    V in = e_and(&e, e_cmp(&e, TPUC_HLO_GE, x, e_neg(&e, lam)),
+                 e_cmp(&e, TPUC_HLO_LE, x, lam));
+    r = e_sel(&e, in, e_k(&e, 0.0), x);
+  } else {
+    /* between the bounds: x * 0 (keeps the sign of zero, and NaN) */
+    r = e_mul(&e, x, e_k(&e, 0.0));
+    r = e_sel(&e, e_cmp(&e, TPUC_HLO_LT, x, e_neg(&e, lam)), e_add(&e, x, lam),
+              r);
+    r = e_sel(&e, e_cmp(&e, TPUC_HLO_GT, x, lam), e_sub(&e, x, lam), r);
+  }
+  c->outs[0] = e_cvt(&e, r, dt);
+  c->nouts = 1;
+  return e.st;
+}
+
+/* Halves of x (type t) along `dim`: the first in *a, the second in *b. */
+static void e_halves(em* e, V x, const tpuc_hlo_type* t, int dim, V* a, V* b) {
+  int64_t start[TPUC_MAX_RANK] = {0}, limit[TPUC_MAX_RANK];
+  for (int d = 0; d < t->rank; d++) limit[d] = t->dims[d];
+  int64_t h = t->dims[dim] / 2;
+  limit[dim] = h;
+  if (e->st == NULL) e->st = tpuc_hlo_slice(e->c->fn, x, start, limit, NULL, a);
+  start[dim] = h;
+  limit[dim] = 2 * h;
+  if (e->st == NULL) e->st = tpuc_hlo_slice(e->c->fn, x, start, limit, NULL, b);
+}
+
+/* glu(self, dim) = a * sigmoid(b) over the halves of dim; glu_backward
+ * (grad_output, self, dim) = [sig(b) * g, (1 - sig(b)) * sig(b) * a * g]. */
+static tpuc_status* lower_glu(op_ctx* c, int backward) {
+  int xi = backward ? 1 : 0;
+  if (!op_is_tensor(c, xi) || c->args[xi + 1].kind != TPUC_OP_ARG_INT ||
+      (backward && !op_is_tensor(c, 0)))
+    return op_unimpl("unexpected arguments");
+  const tpuc_hlo_type* t = &c->types[xi];
+  tpuc_dtype dt = t->dtype, acc = op_accumulation_dtype(dt);
+  if (!is_float(dt) || t->rank == 0)
+    return op_unimpl("glu: unusual input (CPU says why)");
+  int64_t dim;
+  TRY(op_wrap_dim(t->rank, c->args[xi + 1].i, &dim));
+  if (t->dims[dim] % 2 != 0) return op_unimpl("glu: odd dim (CPU says why)");
+  tpuc_hlo_type ht = *t;
+  ht.dims[dim] /= 2;
+  if (backward && !tpuc_hlo_type_equal(&c->types[0], &ht))
+    return op_unimpl("glu backward: unusual grad (CPU says why)");
+  em e = em_make(c, acc, &ht);
+  V a, b;
+  e_halves(&e, e_cvt(&e, c->vals[xi], acc), t, (int)dim, &a, &b);
+  V s =
+      e_div(&e, e_k(&e, 1.0), e_add(&e, e_k(&e, 1.0), e_exp(&e, e_neg(&e, b))));
+  if (!backward) {
+    c->outs[0] = e_cvt(&e, e_mul(&e, a, s), dt);
+    c->nouts = 1;
+    return e.st;
+  }
+  V g = e_cvt(&e, c->vals[0], acc);
+  V ga = e_mul(&e, s, g);
+  V gb = e_mul(&e, e_mul(&e, e_mul(&e, e_sub(&e, e_k(&e, 1.0), s), s), a), g);
+  V parts[2] = {e_cvt(&e, ga, dt), e_cvt(&e, gb, dt)}, out = -1;
+  if (e.st == NULL) e.st = tpuc_hlo_concatenate(c->fn, parts, 2, dim, &out);
+  c->outs[0] = out;
+  c->nouts = 1;
+  return e.st;
+}
+
+/* _prelu_kernel(self, weight) = self > 0 ? self : weight * self, weight
+ * broadcast to self; _prelu_kernel_backward(grad, self, weight) ->
+ * (grad_self, grad_weight), grad_weight summed over the dims weight
+ * broadcasts along. */
+static tpuc_status* lower_prelu(op_ctx* c, int backward) {
+  int xi = backward ? 1 : 0, wi = xi + 1;
+  if (!op_is_tensor(c, xi) || !op_is_tensor(c, wi) ||
+      (backward && !op_is_tensor(c, 0)))
+    return op_unimpl("unexpected arguments");
+  const tpuc_hlo_type* t = &c->types[xi];
+  const tpuc_hlo_type* wt = &c->types[wi];
+  tpuc_dtype dt = t->dtype, acc = op_accumulation_dtype(dt);
+  if (!is_float(dt) || wt->dtype != dt || wt->rank > t->rank ||
+      (backward && !tpuc_hlo_type_equal(&c->types[0], t)))
+    return op_unimpl("prelu: unusual arguments (CPU says why)");
+  int off = t->rank - wt->rank;
+  for (int d = 0; d < wt->rank; d++)
+    if (wt->dims[d] != 1 && wt->dims[d] != t->dims[off + d])
+      return op_unimpl("prelu: unusual weight (CPU says why)");
+  em e = em_make(c, acc, t);
+  V x = e_arg(&e, xi), w = e_arg(&e, wi);
+  V pos = e_cmp(&e, TPUC_HLO_GT, x, e_k(&e, 0.0));
+  if (!backward) {
+    c->outs[0] = e_cvt(&e, e_sel(&e, pos, x, e_mul(&e, w, x)), dt);
+    c->nouts = 1;
+    return e.st;
+  }
+  V g = e_arg(&e, 0);
+  c->outs[0] = e_cvt(&e, e_sel(&e, pos, g, e_mul(&e, w, g)), dt);
+  /* each element's grad_weight rounds to the dtype before the sum */
+  V gw = e_cvt(&e, e_cvt(&e, e_sel(&e, pos, e_k(&e, 0.0), e_mul(&e, x, g)), dt),
+               acc);
+  int64_t rd[TPUC_MAX_RANK];
+  size_t nr = 0;
+  for (int d = 0; d < t->rank; d++)
+    if (d < off || wt->dims[d - off] == 1) rd[nr++] = d;
+  if (nr > 0) gw = e_sum(&e, gw, rd, nr);
+  c->outs[1] = e_cvt(&e, e_reshape(&e, gw, wt->dims, wt->rank), dt);
+  c->nouts = 2;
+  return e.st;
+}
+
+/* ---------------------------------------------------------------------- */
+/* max_unpool{2,3}d: each input value written at its saved flat index
+ * within its output plane. The CPU writes in input order, so for a
+ * repeated index the last write wins: the winner is the largest input
+ * position (a max scatter of positions), its value then gathered. */
+
+/* max_unpool2d(self, indices, output_size) / max_unpool3d(self, indices,
+ * output_size, stride, padding); `ns` spatial dims. */
+static tpuc_status* lower_max_unpool(op_ctx* c, int ns) {
+  const tpuc_op_arg* os = &c->args[2];
+  if (!op_is_tensor(c, 0) || !op_is_tensor(c, 1) ||
+      os->kind != TPUC_OP_ARG_INT_LIST || (int)os->list_len != ns)
+    return op_unimpl("unexpected arguments");
+  const tpuc_hlo_type* t = &c->types[0];
+  const tpuc_hlo_type* it = &c->types[1];
+  tpuc_dtype dt = t->dtype;
+  if ((t->rank != ns + 1 && t->rank != ns + 2) || it->dtype != TPUC_DTYPE_S64 ||
+      !same_dims(t, it))
+    return op_unimpl("max_unpool: unusual arguments (CPU says why)");
+  if (ns == 3) {
+    for (int l = 3; l <= 4; l++) {
+      const tpuc_op_arg* a = &c->args[l];
+      if (a->kind != TPUC_OP_ARG_INT_LIST || a->list_len != 3)
+        return op_unimpl("max_unpool3d: unusual stride/padding (CPU)");
+      for (int i = 0; i < 3; i++)
+        if (l == 3 ? a->list[i] <= 0 : a->list[i] < 0)
+          return op_unimpl("max_unpool3d: unusual stride/padding (CPU)");
+    }
+  }
+  int64_t S = 1, So = 1;
+  for (int i = 0; i < ns; i++) {
+    S *= t->dims[t->rank - ns + i];
+    if (os->list[i] <= 0) return op_unimpl("max_unpool: unusual output size");
+    So *= os->list[i];
+  }
+  int64_t M = tpuc_hlo_type_num_elements(t);
+  if (M == 0) return op_unimpl("empty max_unpool: CPU");
+  int64_t P = M / S;
+  tpuc_hlo_type pt = tpuc_hlo_type_make(TPUC_DTYPE_S64, (int64_t[]){P, S}, 2);
+  em ei = em_make(c, TPUC_DTYPE_S64, &pt);
+  V idx = e_reshape(&ei, c->vals[1], pt.dims, 2);
+  V bad = e_or(&ei, e_cmp(&ei, TPUC_HLO_LT, idx, e_k(&ei, 0.0)),
+               e_cmp(&ei, TPUC_HLO_GE, idx, e_k(&ei, (double)So)));
+  V flat =
+      e_add(&ei, e_mul(&ei, e_iota(&ei, &pt, 0), e_k(&ei, (double)So)), idx);
+  flat = e_reshape(&ei, e_sel(&ei, bad, e_k(&ei, -1.0), flat),
+                   (int64_t[]){M, 1}, 2);
+  V pos =
+      e_reshape(&ei,
+                e_add(&ei, e_mul(&ei, e_iota(&ei, &pt, 0), e_k(&ei, (double)S)),
+                      e_iota(&ei, &pt, 1)),
+                &M, 1);
+  /* anybad: the CPU's "Found an invalid max index" */
+  V anybad = -1, f = -1, init = -1;
+  tpuc_hlo_fn* orb = NULL;
+  if (ei.st == NULL)
+    ei.st = tpuc_hlo_constant_i64(c->fn, TPUC_DTYPE_PRED, 0, &f);
+  if (ei.st == NULL)
+    ei.st =
+        tpuc_hlo_region_binary(c->module, TPUC_DTYPE_PRED, TPUC_HLO_OR, &orb);
+  if (ei.st == NULL)
+    ei.st =
+        tpuc_hlo_reduce(c->fn, &bad, &f, 1, (int64_t[]){0, 1}, 2, orb, &anybad);
+  int64_t PSo = P * So;
+  tpuc_hlo_type wt = tpuc_hlo_type_make(TPUC_DTYPE_S64, &PSo, 1);
+  V win = -1;
+  if (ei.st == NULL) ei.st = op_const(c, TPUC_DTYPE_S64, -1.0, &wt, &init);
+  tpuc_hlo_fn* maxb = NULL;
+  if (ei.st == NULL)
+    ei.st =
+        tpuc_hlo_region_binary(c->module, TPUC_DTYPE_S64, TPUC_HLO_MAX, &maxb);
+  tpuc_hlo_scatter_dims s;
+  memset(&s, 0, sizeof s);
+  int64_t zero = 0;
+  s.inserted_window_dims = &zero;
+  s.num_inserted_window_dims = 1;
+  s.scatter_dims_to_operand_dims = &zero;
+  s.num_scatter_dims_to_operand_dims = 1;
+  s.index_vector_dim = 1;
+  if (ei.st == NULL)
+    ei.st = tpuc_hlo_scatter(c->fn, &init, 1, flat, &pos, &s, maxb, &win);
+  /* values at the winners (position 0 where none: masked below) */
+  em ew = em_make(c, TPUC_DTYPE_S64, &wt);
+  V has = e_cmp(&ew, TPUC_HLO_GE, win, e_k(&ew, 0.0));
+  V safe =
+      e_reshape(&ew, e_max(&ew, win, e_k(&ew, 0.0)), (int64_t[]){PSo, 1}, 2);
+  V xf = e_reshape(&ew, c->vals[0], &M, 1), val = -1;
+  if (ew.st == NULL) ew.st = op_gather_elements(c->fn, xf, safe, &val);
+  tpuc_hlo_type vt = tpuc_hlo_type_make(dt, &PSo, 1);
+  em ev = em_make(c, dt, &vt);
+  V y = e_sel(&ev, has, val, e_k(&ev, 0.0));
+  tpuc_hlo_type ot = *t;
+  for (int i = 0; i < ns; i++) ot.dims[t->rank - ns + i] = os->list[i];
+  c->outs[0] = e_reshape(&ev, y, ot.dims, ot.rank);
+  c->nouts = 1;
+  e_join(&ei, &ew);
+  e_join(&ei, &ev);
+  c->has_check = true;
+  c->check = anybad;
+  c->check_code = TPUC_INVALID_ARGUMENT;
+  c->check_msg = "Found an invalid max index";
+  return ei.st;
+}
+
+/* ---------------------------------------------------------------------- */
+/* im2col / col2im: the sliding windows of a zero-padded [N, C, H, W]
+ * image as columns [N, C * kh * kw, oh * ow] (row c * kh * kw + i * kw +
+ * j: kernel offset (i, j) of channel c), and the transpose. */
+
+typedef struct cols2d {
+  int64_t k[2], d[2], p[2], s[2];
+  int64_t in[2], out[2];
+} cols2d;
+
+/* The four int[2] arguments from `ki` on (kernel, dilation, padding,
+ * stride) and the image sizes `in`; UNIMPLEMENTED where the CPU refuses
+ * (it then says why). */
+static tpuc_status* cols_parse(const op_ctx* c, int ki, const int64_t* in,
+                               cols2d* q) {
+  int64_t* lists[4] = {q->k, q->d, q->p, q->s};
+  for (int l = 0; l < 4; l++) {
+    const tpuc_op_arg* a = &c->args[ki + l];
+    if (a->kind != TPUC_OP_ARG_INT_LIST || a->list_len != 2)
+      return op_unimpl("unexpected arguments");
+    for (int i = 0; i < 2; i++) {
+      lists[l][i] = a->list[i];
+      if (a->list[i] < (l == 2 ? 0 : 1))
+        return op_unimpl("im2col: bad window (CPU says why)");
+    }
+  }
+  for (int i = 0; i < 2; i++) {
+    q->in[i] = in[i];
+    int64_t span = q->d[i] * (q->k[i] - 1) + 1;
+    q->out[i] = (in[i] + 2 * q->p[i] - span) / q->s[i] + 1;
+    if (in[i] <= 0 || in[i] + 2 * q->p[i] < span)
+      return op_unimpl("im2col: window larger than the image (CPU)");
+  }
+  if (q->k[0] * q->k[1] > 256) return op_unimpl("im2col: large kernel (CPU)");
+  return NULL;
+}
+
+/* im2col(self, kernel_size, dilation, padding, stride): per kernel offset
+ * one strided slice of the padded image. */
+static tpuc_status* lower_im2col(op_ctx* c, int param) {
+  (void)param;
+  if (!op_is_tensor(c, 0)) return op_unimpl("unexpected arguments");
+  const tpuc_hlo_type* t = &c->types[0];
+  int r = t->rank;
+  if (r != 3 && r != 4) return op_unimpl("im2col: unusual rank (CPU)");
+  for (int d = r - 3; d < r; d++)
+    if (t->dims[d] == 0) return op_unimpl("empty im2col: CPU");
+  cols2d q;
+  TRY(cols_parse(c, 1, &t->dims[r - 2], &q));
+  int64_t N = r == 4 ? t->dims[0] : 1, C = t->dims[r - 3];
+  int64_t x4[4] = {N, C, t->dims[r - 2], t->dims[r - 1]};
+  em e = em_make(c, t->dtype, t);
+  V x = e_reshape(&e, c->vals[0], x4, 4), zero = e_k0(&e, t->dtype, 0.0);
+  int64_t lo[4] = {0, 0, q.p[0], q.p[1]}, hi[4] = {0, 0, q.p[0], q.p[1]};
+  V xp = -1;
+  if (e.st == NULL) e.st = tpuc_hlo_pad(c->fn, x, zero, lo, hi, NULL, &xp);
+  int64_t nk = q.k[0] * q.k[1];
+  V* parts = malloc(sizeof(V) * (size_t)nk);
+  if (parts == NULL) return tpuc_status_make(TPUC_INTERNAL, "out of memory");
+  int64_t p5[5] = {N, C, 1, q.out[0], q.out[1]};
+  for (int64_t i = 0; i < q.k[0]; i++)
+    for (int64_t j = 0; j < q.k[1]; j++) {
+      int64_t st[4] = {0, 0, i * q.d[0], j * q.d[1]};
+      int64_t lim[4] = {N, C, st[2] + (q.out[0] - 1) * q.s[0] + 1,
+                        st[3] + (q.out[1] - 1) * q.s[1] + 1};
+      int64_t sd[4] = {1, 1, q.s[0], q.s[1]};
+      V part = -1;
+      if (e.st == NULL) e.st = tpuc_hlo_slice(c->fn, xp, st, lim, sd, &part);
+      parts[i * q.k[1] + j] = e_reshape(&e, part, p5, 5);
+    }
+  V cols = -1;
+  if (e.st == NULL)
+    e.st = tpuc_hlo_concatenate(c->fn, parts, (size_t)nk, 2, &cols);
+  free(parts);
+  int64_t od[3] = {N, C * nk, q.out[0] * q.out[1]};
+  cols = e_reshape(&e, cols, od, 3);
+  c->outs[0] = r == 4 ? cols : e_reshape(&e, cols, od + 1, 2);
+  c->nouts = 1;
+  return e.st;
+}
+
+/* col2im(self, output_size, kernel_size, dilation, padding, stride): each
+ * kernel offset's columns spread back over the padded image (interior
+ * padding by the stride) and added in offset order, rounding to the
+ * dtype at each add as the CPU's loop does; the padding cut at the end. */
+static tpuc_status* lower_col2im(op_ctx* c, int param) {
+  (void)param;
+  const tpuc_op_arg* os = &c->args[1];
+  if (!op_is_tensor(c, 0) || os->kind != TPUC_OP_ARG_INT_LIST ||
+      os->list_len != 2)
+    return op_unimpl("unexpected arguments");
+  const tpuc_hlo_type* t = &c->types[0];
+  int r = t->rank;
+  tpuc_dtype dt = t->dtype;
+  if ((r != 2 && r != 3) || dt == TPUC_DTYPE_PRED)
+    return op_unimpl("col2im: unusual input (CPU says why)");
+  for (int d = r - 2; d < r; d++)
+    if (t->dims[d] == 0) return op_unimpl("empty col2im: CPU");
+  cols2d q;
+  TRY(cols_parse(c, 2, os->list, &q));
+  int64_t nk = q.k[0] * q.k[1], L = q.out[0] * q.out[1];
+  if (t->dims[r - 2] % nk != 0 || t->dims[r - 1] != L)
+    return op_unimpl("col2im: sizes disagree (CPU says why)");
+  int64_t N = r == 3 ? t->dims[0] : 1, C = t->dims[r - 2] / nk;
+  int64_t c5[5] = {N, C, nk, q.out[0], q.out[1]};
+  em e = em_make(c, dt, t);
+  V cols = e_reshape(&e, c->vals[0], c5, 5), zero = e_k0(&e, dt, 0.0);
+  int64_t PH = q.in[0] + 2 * q.p[0], PW = q.in[1] + 2 * q.p[1];
+  V img = -1;
+  for (int64_t i = 0; i < q.k[0]; i++)
+    for (int64_t j = 0; j < q.k[1]; j++) {
+      int64_t kk = i * q.k[1] + j;
+      int64_t st[5] = {0, 0, kk, 0, 0};
+      int64_t lim[5] = {N, C, kk + 1, q.out[0], q.out[1]};
+      V part = -1;
+      if (e.st == NULL)
+        e.st = tpuc_hlo_slice(c->fn, cols, st, lim, NULL, &part);
+      int64_t p4[4] = {N, C, q.out[0], q.out[1]};
+      part = e_reshape(&e, part, p4, 4);
+      int64_t lo[4] = {0, 0, i * q.d[0], j * q.d[1]};
+      int64_t hi[4] = {0, 0, PH - lo[2] - (q.out[0] - 1) * q.s[0] - 1,
+                       PW - lo[3] - (q.out[1] - 1) * q.s[1] - 1};
+      int64_t inner[4] = {0, 0, q.s[0] - 1, q.s[1] - 1};
+      if (e.st == NULL)
+        e.st = tpuc_hlo_pad(c->fn, part, zero, lo, hi, inner, &part);
+      img = img < 0 ? part : e_add(&e, img, part);
+    }
+  int64_t st[4] = {0, 0, q.p[0], q.p[1]};
+  int64_t lim[4] = {N, C, q.p[0] + q.in[0], q.p[1] + q.in[1]};
+  if (e.st == NULL) e.st = tpuc_hlo_slice(c->fn, img, st, lim, NULL, &img);
+  int64_t od[4] = {N, C, q.in[0], q.in[1]};
+  c->outs[0] = e_reshape(&e, img, r == 3 ? od : od + 1, r == 3 ? 4 : 3);
+  c->nouts = 1;
+  return e.st;
+}
+
+/* ---------------------------------------------------------------------- */
+/* grid_sampler_{2,3}d(input [N, C, spatial...], grid [N, out..., ns],
+ * interpolation_mode, padding_mode, align_corners): each output position
+ * reads the input at the grid's normalized coordinates (component 0 is
+ * the last dim). Bilinear and nearest run here, bicubic on the CPU. The
+ * 2-d coordinates follow the CPU's vectorized kernel, the 3-d ones its
+ * scalar kernel. */
+
+/* The source coordinate along one dim of size S from the normalized
+ * coordinate g (compute dtype): unnormalized, then clipped (border) or
+ * reflected and clipped (reflection). */
+static V grid_source(em* e, V g, int64_t S, int pad, bool align, bool vec) {
+  V x;
+  if (vec) {
+    /* (g + 1) * ((S - 1) / 2), or (g + 1) * (S / 2) - 0.5 */
+    double f = align ? (double)(S - 1) / 2.0 : (double)S / 2.0;
+    x = e_mul(e, e_add(e, g, e_k(e, 1.0)), e_k(e, f));
+    if (!align) x = e_sub(e, x, e_k(e, 0.5));
+  } else if (align) {
+    x = e_mul(e, e_div(e, e_add(e, g, e_k(e, 1.0)), e_k(e, 2.0)),
+              e_k(e, (double)(S - 1)));
+  } else {
+    x = e_div(e,
+              e_sub(e, e_mul(e, e_add(e, g, e_k(e, 1.0)), e_k(e, (double)S)),
+                    e_k(e, 1.0)),
+              e_k(e, 2.0));
+  }
+  if (pad == 2) {
+    /* reflect over [lo, hi] = [0, S - 1] (align) or [-0.5, S - 0.5] */
+    double tlo = align ? 0.0 : -1.0, thi = align ? 2.0 * (S - 1) : 2.0 * S - 1;
+    if (tlo == thi) {
+      x = e_k(e, 0.0);
+    } else {
+      double lo = tlo / 2.0, span = (thi - tlo) / 2.0;
+      V in = e_abs(e, e_sub(e, x, e_k(e, lo)));
+      V extra = e_bin(e, TPUC_HLO_REM, in, e_k(e, span));
+      V flips = e_un(e, TPUC_HLO_FLOOR, e_div(e, in, e_k(e, span)));
+      V odd = e_cmp(e, TPUC_HLO_NE, e_bin(e, TPUC_HLO_REM, flips, e_k(e, 2.0)),
+                    e_k(e, 0.0));
+      x = e_sel(e, odd, e_add(e, e_sub(e, e_k(e, span), extra), e_k(e, lo)),
+                e_add(e, extra, e_k(e, lo)));
+    }
+  }
+  if (pad == 1 || pad == 2)
+    x = e_min(e, e_k(e, (double)(S - 1)), e_max(e, x, e_k(e, 0.0)));
+  return x;
+}
+
+static tpuc_status* lower_grid_sampler(op_ctx* c, int ns) {
+  if (!op_is_tensor(c, 0) || !op_is_tensor(c, 1) ||
+      c->args[2].kind != TPUC_OP_ARG_INT ||
+      c->args[3].kind != TPUC_OP_ARG_INT || c->args[4].kind != TPUC_OP_ARG_BOOL)
+    return op_unimpl("unexpected arguments");
+  int mode = (int)c->args[2].i, pad = (int)c->args[3].i;
+  bool align = c->args[4].i != 0;
+  const tpuc_hlo_type* t = &c->types[0];
+  const tpuc_hlo_type* gt = &c->types[1];
+  /* (half floats: the CPU's kernel computes in the half dtype, each
+   * operation rounding, coordinates included; bf16 sums here round alike,
+   * f16 ones land an ulp away at times: f16 on the CPU) */
+  tpuc_dtype dt = t->dtype, acc = dt;
+  if (dt == TPUC_DTYPE_F16)
+    return op_unimpl("f16 grid_sampler: the CPU's half arithmetic");
+  int r = ns + 2;
+  if (t->rank != r || gt->rank != r || gt->dtype != dt || !is_float(dt) ||
+      gt->dims[0] != t->dims[0] || gt->dims[r - 1] != ns ||
+      (mode != 0 && mode != 1) || pad < 0 || pad > 2)
+    return op_unimpl("grid_sampler: unusual arguments (CPU says why)");
+  if (tpuc_hlo_type_num_elements(t) == 0 || tpuc_hlo_type_num_elements(gt) == 0)
+    return op_unimpl("empty grid_sampler: CPU");
+  int64_t N = t->dims[0], C = t->dims[1], PS = 1, PO = 1;
+  int64_t S[3], O[3], stride[3];
+  for (int d = 0; d < ns; d++) {
+    S[d] = t->dims[2 + d];
+    O[d] = gt->dims[1 + d];
+    PS *= S[d];
+    PO *= O[d];
+  }
+  for (int d = ns - 1, st = 1; d >= 0; d--) {
+    stride[d] = st;
+    st *= (int)S[d];
+  }
+  /* coordinates: [N, out...] per spatial dim */
+  tpuc_hlo_type ct = *gt;
+  ct.rank = r - 1;
+  ct.dtype = acc;
+  em e = em_make(c, acc, &ct);
+  tpuc_hlo_type it = ct;
+  it.dtype = TPUC_DTYPE_S64;
+  em ei = em_make(c, TPUC_DTYPE_S64, &it);
+  V grid = e_cvt(&e, c->vals[1], acc), src[3];
+  for (int d = 0; d < ns; d++) {
+    int64_t st[TPUC_MAX_RANK] = {0}, lim[TPUC_MAX_RANK];
+    for (int k = 0; k < r; k++) lim[k] = gt->dims[k];
+    st[r - 1] = ns - 1 - d;
+    lim[r - 1] = st[r - 1] + 1;
+    V g = -1;
+    if (e.st == NULL) e.st = tpuc_hlo_slice(c->fn, grid, st, lim, NULL, &g);
+    g = e_reshape(&e, g, ct.dims, ct.rank);
+    src[d] = grid_source(&e, g, S[d], pad, align, ns == 2);
+  }
+  /* the input as rows [N * prod(S), C] */
+  int64_t perm[TPUC_MAX_RANK], rows[2] = {N * PS, C};
+  perm[0] = 0;
+  for (int d = 0; d < ns; d++) perm[1 + d] = 2 + d;
+  perm[r - 1] = 1;
+  V xr = -1;
+  if (e.st == NULL) e.st = tpuc_hlo_transpose(c->fn, c->vals[0], perm, &xr);
+  xr = e_reshape(&e, e_cvt(&e, xr, acc), rows, 2);
+  tpuc_hlo_type rt = tpuc_hlo_type_make(acc, rows, 2);
+  /* the corners: per dim the floor (and floor + 1) or the nearest */
+  V lo[3], w0[3], w1[3];
+  for (int d = 0; d < ns; d++) {
+    if (mode == 1) {
+      lo[d] = e_cvt(&e, e_un(&e, TPUC_HLO_ROUND_NEAREST_EVEN, src[d]),
+                    TPUC_DTYPE_S64);
+      continue;
+    }
+    V f = e_un(&e, TPUC_HLO_FLOOR, src[d]);
+    lo[d] = e_cvt(&e, f, TPUC_DTYPE_S64);
+    w1[d] = e_sub(&e, src[d], f);
+    w0[d] = e_sub(&e, e_k(&e, 1.0), w1[d]);
+  }
+  int ncorner = mode == 1 ? 1 : 1 << ns;
+  int64_t od[TPUC_MAX_RANK];
+  od[0] = N;
+  for (int d = 0; d < ns; d++) od[1 + d] = O[d];
+  od[r - 1] = C;
+  tpuc_hlo_type ot = tpuc_hlo_type_make(acc, od, r);
+  em eo = em_make(c, acc, &ot);
+  int64_t bmap[TPUC_MAX_RANK];
+  for (int k = 0; k < r - 1; k++) bmap[k] = k;
+  V n_base = e_mul(&ei, e_iota(&ei, &it, 0), e_k(&ei, (double)PS));
+  V out = -1;
+  for (int q = 0; q < ncorner; q++) {
+    V valid = -1, flat = n_base, w = -1;
+    for (int d = 0; d < ns; d++) {
+      /* corner bit of dim d: the last dim varies fastest */
+      bool hi = ((q >> (ns - 1 - d)) & 1) != 0;
+      V id = hi ? e_add(&ei, lo[d], e_k(&ei, 1.0)) : lo[d];
+      V ok = e_and(&ei, e_cmp(&ei, TPUC_HLO_GE, id, e_k(&ei, 0.0)),
+                   e_cmp(&ei, TPUC_HLO_LT, id, e_k(&ei, (double)S[d])));
+      valid = d == 0 ? ok : e_and(&ei, valid, ok);
+      flat = e_add(&ei, flat, e_mul(&ei, id, e_k(&ei, (double)stride[d])));
+      if (mode == 0) {
+        /* weights multiply as the CPU: 2-d y then x, 3-d x, y, z */
+        int dd = ns == 2 ? d : ns - 1 - d;
+        bool hb = ((q >> (ns - 1 - dd)) & 1) != 0;
+        V wd = hb ? w1[dd] : w0[dd];
+        w = d == 0 ? wd : e_mul(&e, w, wd);
+      }
+    }
+    flat = e_sel(&ei, valid, flat, e_k(&ei, 0.0));
+    int64_t m = N * PO, mi[2] = {m, 1};
+    V val = -1;
+    flat = e_reshape(&ei, flat, mi, 2);
+    if (ei.st == NULL) ei.st = op_take_along(c->fn, xr, &rt, 0, flat, &val);
+    val = e_reshape(&eo, val, od, r);
+    val = e_sel(&eo, e_bcast(&eo, valid, od, r, bmap), val, e_k(&eo, 0.0));
+    if (mode == 0) val = e_mul(&eo, val, e_bcast(&eo, w, od, r, bmap));
+    out = q == 0 ? val : e_add(&eo, out, val);
+  }
+  for (int k = 0; k < r; k++) perm[k] = k == 0 ? 0 : k == 1 ? r - 1 : k - 1;
+  if (eo.st == NULL) eo.st = tpuc_hlo_transpose(c->fn, out, perm, &out);
+  c->outs[0] = e_cvt(&eo, out, dt);
+  c->nouts = 1;
+  e_join(&e, &ei);
+  e_join(&e, &eo);
+  return e.st;
+}
+
+/* The scatter body of segment max / min as the CPU's step: a NaN
+ * element is taken, else std::max / std::min (a NaN so far stays). */
+static tpuc_status* seg_minmax_body(tpuc_hlo_module* m, tpuc_dtype dt,
+                                    bool is_max, tpuc_hlo_fn** out) {
+  tpuc_hlo_type ts[2] = {tpuc_hlo_type_scalar(dt), tpuc_hlo_type_scalar(dt)};
+  tpuc_hlo_fn* f = NULL;
+  TRY(tpuc_hlo_region_create(m, ts, 2, &f));
+  V a, x, nan, better, r;
+  TRY(tpuc_hlo_get_arg(f, 0, &a));
+  TRY(tpuc_hlo_get_arg(f, 1, &x));
+  TRY(tpuc_hlo_compare(f, TPUC_HLO_NE, x, x, &nan));
+  if (is_max)
+    TRY(tpuc_hlo_compare(f, TPUC_HLO_LT, a, x, &better));
+  else
+    TRY(tpuc_hlo_compare(f, TPUC_HLO_LT, x, a, &better));
+  TRY(tpuc_hlo_binary(f, TPUC_HLO_OR, nan, better, &better));
+  TRY(tpuc_hlo_select(f, better, x, a, &r));
+  TRY(tpuc_hlo_return(f, &r, 1));
+  *out = f;
+  return NULL;
+}
+
+/* ---------------------------------------------------------------------- */
+/* segment_reduce(data, reduce, *, lengths, indices, offsets, axis,
+ * unsafe, initial) along axis 0 with 1-d lengths or offsets: each
+ * element is added (max'ed, ...) into its segment in order, from the
+ * initial value (or the reduction's identity), as the CPU's loop does in
+ * the data's dtype; a scatter applies its updates in that order. */
+static tpuc_status* lower_segment_reduce(op_ctx* c, int param) {
+  (void)param;
+  const char* red = op_str_arg(c, 1, "");
+  int kind = strcmp(red, "sum") == 0    ? 0
+             : strcmp(red, "mean") == 0 ? 1
+             : strcmp(red, "max") == 0  ? 2
+             : strcmp(red, "min") == 0  ? 3
+             : strcmp(red, "prod") == 0 ? 4
+                                        : -1;
+  bool by_len = op_is_tensor(c, 2) && op_is_none(c, 4);
+  bool by_off = op_is_tensor(c, 4) && op_is_none(c, 2);
+  int li = by_len ? 2 : 4;
+  if (kind < 0 || !op_is_tensor(c, 0) || (!by_len && !by_off) ||
+      !op_is_none(c, 3) || c->args[5].kind != TPUC_OP_ARG_INT ||
+      c->args[5].i != 0 || c->args[6].kind != TPUC_OP_ARG_BOOL)
+    return op_unimpl("segment_reduce: unusual arguments (CPU)");
+  const tpuc_hlo_type* t = &c->types[0];
+  const tpuc_hlo_type* lt = &c->types[li];
+  tpuc_dtype dt = t->dtype;
+  if (!is_float(dt) || t->rank < 1 || lt->rank != 1 ||
+      (lt->dtype != TPUC_DTYPE_S64 && lt->dtype != TPUC_DTYPE_S32) ||
+      (by_off && lt->dims[0] < 1))
+    return op_unimpl("segment_reduce: unusual arguments (CPU)");
+  int64_t D = t->dims[0], S = by_len ? lt->dims[0] : lt->dims[0] - 1;
+  if (D == 0 || S == 0) return op_unimpl("empty segment_reduce: CPU");
+  /* offsets O [S + 1] (s64) */
+  int64_t S1 = S + 1;
+  tpuc_hlo_type ot = tpuc_hlo_type_make(TPUC_DTYPE_S64, &S1, 1);
+  em ei = em_make(c, TPUC_DTYPE_S64, &ot);
+  V L = e_cvt(&ei, c->vals[li], TPUC_DTYPE_S64), O = -1;
+  V bad = -1;
+  if (by_len) {
+    /* O[s] = sum of lengths[t] for t < s: a masked sum over [S + 1, S] */
+    int64_t sq[2] = {S1, S};
+    tpuc_hlo_type qt = tpuc_hlo_type_make(TPUC_DTYPE_S64, sq, 2);
+    em eq = em_make(c, TPUC_DTYPE_S64, &qt);
+    int64_t one = 1;
+    V lt_m = e_cmp(&eq, TPUC_HLO_LT, e_iota(&eq, &qt, 1), e_iota(&eq, &qt, 0));
+    V Lb = e_bcast(&eq, L, sq, 2, &one);
+    O = e_sum(&eq, e_sel(&eq, lt_m, Lb, e_k(&eq, 0.0)), &one, 1);
+    e_join(&ei, &eq);
+    /* the CPU checks: lengths >= 0 and (unless unsafe) summing to D */
+    em e1 =
+        em_make(c, TPUC_DTYPE_S64, &(tpuc_hlo_type){TPUC_DTYPE_S64, 1, {S}});
+    V neg = e_cmp(&e1, TPUC_HLO_LT, L, e_k(&e1, 0.0));
+    V nneg = e_sum(&e1, e_cvt(&e1, neg, TPUC_DTYPE_S64), (int64_t[]){0}, 1);
+    em e0 =
+        em_make(c, TPUC_DTYPE_S64, &(tpuc_hlo_type){TPUC_DTYPE_S64, 0, {0}});
+    bad = e_cmp(&e0, TPUC_HLO_GT, nneg, e_k(&e0, 0.0));
+    if (c->args[6].i == 0) {
+      V total = e_sum(&e1, L, (int64_t[]){0}, 1);
+      bad = e_or(&e0, bad, e_cmp(&e0, TPUC_HLO_NE, total, e_k(&e0, (double)D)));
+    }
+    e_join(&ei, &e1);
+    e_join(&ei, &e0);
+  } else {
+    O = L;
+  }
+  /* seg(k) = #{s : O[s] <= k} - 1 for O[0] <= k < O[S], else dropped */
+  int64_t dk[2] = {D, S1};
+  tpuc_hlo_type kt = tpuc_hlo_type_make(TPUC_DTYPE_S64, dk, 2);
+  em ek = em_make(c, TPUC_DTYPE_S64, &kt);
+  int64_t one = 1;
+  V le = e_cmp(&ek, TPUC_HLO_LE, e_bcast(&ek, O, dk, 2, &one),
+               e_iota(&ek, &kt, 0));
+  V cnt = e_sum(&ek, e_cvt(&ek, le, TPUC_DTYPE_S64), &one, 1);
+  tpuc_hlo_type dt1 = tpuc_hlo_type_make(TPUC_DTYPE_S64, &D, 1);
+  em ed = em_make(c, TPUC_DTYPE_S64, &dt1);
+  V seg = e_sub(&ed, cnt, e_k(&ed, 1.0));
+  V k = e_iota(&ed, &dt1, 0);
+  V first = -1, last = -1;
+  int64_t z = 0, zl = S;
+  if (ed.st == NULL)
+    ed.st = tpuc_hlo_slice(c->fn, O, &z, (int64_t[]){1}, NULL, &first);
+  if (ed.st == NULL)
+    ed.st = tpuc_hlo_slice(c->fn, O, &zl, (int64_t[]){S + 1}, NULL, &last);
+  first = e_bcast(&ed, e_reshape(&ed, first, NULL, 0), &D, 1, NULL);
+  last = e_bcast(&ed, e_reshape(&ed, last, NULL, 0), &D, 1, NULL);
+  V in = e_and(&ed, e_cmp(&ed, TPUC_HLO_GE, k, first),
+               e_cmp(&ed, TPUC_HLO_LT, k, last));
+  seg =
+      e_reshape(&ed, e_sel(&ed, in, seg, e_k(&ed, -1.0)), (int64_t[]){D, 1}, 2);
+  e_join(&ei, &ek);
+  e_join(&ei, &ed);
+  /* the segments: [S, rest...] from the initial value */
+  tpuc_hlo_type st = *t;
+  st.dims[0] = S;
+  em e = em_make(c, dt, &st);
+  static const double ident[5] = {0.0, 0.0, -INFINITY, INFINITY, 1.0};
+  bool has_init = !op_is_none(c, 7);
+  V init = has_init ? e_scal(&e, 7) : e_k(&e, ident[kind]);
+  static const tpuc_hlo_binary_op comb[5] = {
+      TPUC_HLO_ADD, TPUC_HLO_ADD, TPUC_HLO_MAX, TPUC_HLO_MIN, TPUC_HLO_MUL};
+  tpuc_hlo_fn* body = NULL;
+  if (e.st == NULL && kind >= 2 && kind <= 3)
+    e.st = seg_minmax_body(c->module, dt, kind == 2, &body);
+  else if (e.st == NULL)
+    e.st = tpuc_hlo_region_binary(c->module, dt, comb[kind], &body);
+  int64_t win[TPUC_MAX_RANK], zero = 0;
+  for (int d = 1; d < t->rank; d++) win[d - 1] = d;
+  tpuc_hlo_scatter_dims sd;
+  memset(&sd, 0, sizeof sd);
+  sd.update_window_dims = win;
+  sd.num_update_window_dims = (size_t)t->rank - 1;
+  sd.inserted_window_dims = &zero;
+  sd.num_inserted_window_dims = 1;
+  sd.scatter_dims_to_operand_dims = &zero;
+  sd.num_scatter_dims_to_operand_dims = 1;
+  sd.index_vector_dim = 1;
+  V r = -1, x = c->vals[0];
+  if (e.st == NULL && ei.st == NULL)
+    e.st = tpuc_hlo_scatter(c->fn, &init, 1, seg, &x, &sd, body, &r);
+  if (kind == 1) {
+    /* mean: / length where non-empty (NaN stays); empty without an
+     * initial value: NaN */
+    tpuc_hlo_type lt1 = tpuc_hlo_type_make(TPUC_DTYPE_S64, &S, 1);
+    em el = em_make(c, TPUC_DTYPE_S64, &lt1);
+    V len = -1;
+    if (el.st == NULL)
+      el.st = tpuc_hlo_slice(c->fn, O, (int64_t[]){1}, (int64_t[]){S + 1}, NULL,
+                             &len);
+    V lo = -1;
+    if (el.st == NULL) el.st = tpuc_hlo_slice(c->fn, O, &z, &zl, NULL, &lo);
+    len = e_sub(&el, len, lo);
+    V lb = e_bcast(&e, e_cvt(&e, len, dt), st.dims, st.rank, &z);
+    V pos = e_bcast(&e, e_cmp(&el, TPUC_HLO_GT, len, e_k(&el, 0.0)), st.dims,
+                    st.rank, &z);
+    r = e_sel(&e, pos, e_div(&e, r, lb), r);
+    if (!has_init) r = e_sel(&e, pos, r, e_k(&e, NAN));
+    e_join(&e, &el);
+  }
+  e_join(&e, &ei);
+  c->outs[0] = r;
+  c->nouts = 1;
+  if (bad >= 0) {
+    c->has_check = true;
+    c->check = bad;
+    c->check_code = TPUC_INVALID_ARGUMENT;
+    c->check_msg =
+        "Expected all rows of lengths along axis to sum to "
+        "data.size(lengths.dim()-1) when !unsafe.";
+  }
+  return e.st;
+}
+
+/* ---------------------------------------------------------------------- */
+/* _pdist_forward(self [N, M], p) and _cdist_forward(x1 [B.., P, M],
+ * x2 [B.., R, M], p, compute_mode): p-norm distances of row pairs (pdist:
+ * i < j in row-major order). p is a program value, so every form the
+ * CPU has is computed and the one for p chosen: p = 0 counts nonzero
+ * differences, 1 sums them, 2 takes the root of the squares, inf the
+ * largest, else (sum |d|^p)^(1/p). cdist's Euclidean distance through a
+ * matrix product (compute_mode 1, or 0 with more than 25 rows) is the
+ * CPU's: |x1|^2 - 2 x1.x2 + |x2|^2, clamped at 0, its root. */
+
+/* The distances over the last dim of d (the differences, compute dtype,
+ * shape `dt`) for the rank-0 f64 value p. */
+static V dist_reduce(em* eo, V d, const tpuc_hlo_type* dtp, V p) {
+  em ed = em_make(eo->c, dtp->dtype, dtp), *e = &ed;
+  int r = dtp->rank;
+  int64_t last = r - 1;
+  tpuc_hlo_type rt = *dtp;
+  rt.rank = r - 1;
+  em er = em_make(e->c, dtp->dtype, &rt);
+  V a = e_abs(e, d);
+  V pv = e_bcast(e, e_cvt(e, p, dtp->dtype), dtp->dims, r, NULL);
+  V z = e_sum(e, e_cvt(e, e_cmp(e, TPUC_HLO_NE, d, e_k(e, 0.0)), dtp->dtype),
+              &last, 1);
+  V one = e_sum(e, a, &last, 1);
+  V two = e_un(&er, TPUC_HLO_SQRT, e_sum(e, e_mul(e, d, d), &last, 1));
+  V inf = -1, init = e_k0(e, dtp->dtype, 0.0);
+  tpuc_hlo_fn* mb = NULL;
+  if (e->st == NULL)
+    e->st = tpuc_hlo_region_binary(e->c->module, dtp->dtype, TPUC_HLO_MAX, &mb);
+  if (e->st == NULL)
+    e->st = tpuc_hlo_reduce(e->c->fn, &a, &init, 1, &last, 1, mb, &inf);
+  V gen = e_sum(e, e_bin(e, TPUC_HLO_POW, a, pv), &last, 1);
+  V prv = e_bcast(&er, e_cvt(&er, p, dtp->dtype), rt.dims, rt.rank, NULL);
+  gen = e_bin(&er, TPUC_HLO_POW, gen, e_div(&er, e_k(&er, 1.0), prv));
+  V pf = e_bcast(&er, p, rt.dims, rt.rank, NULL);
+  em e64 = em_make(e->c, TPUC_DTYPE_F64, &rt);
+  V r_ = gen;
+  r_ = e_sel(&er, e_cmp(&e64, TPUC_HLO_EQ, pf, e_k(&e64, INFINITY)), inf, r_);
+  r_ = e_sel(&er, e_cmp(&e64, TPUC_HLO_EQ, pf, e_k(&e64, 2.0)), two, r_);
+  r_ = e_sel(&er, e_cmp(&e64, TPUC_HLO_EQ, pf, e_k(&e64, 1.0)), one, r_);
+  r_ = e_sel(&er, e_cmp(&e64, TPUC_HLO_EQ, pf, e_k(&e64, 0.0)), z, r_);
+  e_join(e, &er);
+  e_join(e, &e64);
+  e_join(eo, e);
+  return r_;
+}
+
+static tpuc_status* lower_dist(op_ctx* c, int cdist) {
+  int pi = cdist ? 2 : 1;
+  if (!op_is_tensor(c, 0) || (cdist && !op_is_tensor(c, 1)) ||
+      !op_is_value(c, pi))
+    return op_unimpl("unexpected arguments");
+  const tpuc_hlo_type* t = &c->types[0];
+  tpuc_dtype dt = t->dtype;
+  if (dt != TPUC_DTYPE_F32 && dt != TPUC_DTYPE_F64)
+    return op_unimpl("dist: dtype (CPU says why)");
+  V p = -1;
+  TRY(op_scalar(c, pi, TPUC_DTYPE_F64, NULL, &p));
+  tpuc_hlo_type dtp;
+  V diff = -1, mm = -1;
+  bool use_mm = false;
+  em e = em_make(c, dt, t);
+  if (!cdist) {
+    if (t->rank != 2 || t->dims[1] == 0)
+      return op_unimpl("pdist: unusual input (CPU)");
+    int64_t N = t->dims[0], M = t->dims[1], K = N * (N - 1) / 2;
+    if (K == 0) {
+      /* (one row or none: no pairs) */
+      tpuc_hlo_type et = tpuc_hlo_type_make(dt, &K, 1);
+      TRY(op_const(c, dt, 0.0, &et, &c->outs[0]));
+      c->nouts = 1;
+      V zero = -1;
+      TRY(tpuc_hlo_constant_f64(c->fn, TPUC_DTYPE_F64, 0.0, &zero));
+      c->has_check = true;
+      TRY(tpuc_hlo_compare(c->fn, TPUC_HLO_LT, p, zero, &c->check));
+      c->check_code = TPUC_INVALID_ARGUMENT;
+      c->check_msg = "pdist only supports non-negative p values";
+      return NULL;
+    }
+    if (K * M > (1 << 24)) return op_unimpl("pdist: large (CPU)");
+    int64_t* ij = malloc(sizeof(int64_t) * (size_t)(2 * K));
+    if (ij == NULL) return tpuc_status_make(TPUC_INTERNAL, "out of memory");
+    int64_t k = 0;
+    for (int64_t i = 0; i < N; i++)
+      for (int64_t j = i + 1; j < N; j++, k++) {
+        ij[k] = i;
+        ij[K + k] = j;
+      }
+    V vi = e_index_const(&e, ij, K), vj = e_index_const(&e, ij + K, K);
+    free(ij);
+    diff =
+        e_sub(&e, e_take(&e, c->vals[0], 0, vi), e_take(&e, c->vals[0], 0, vj));
+    dtp = tpuc_hlo_type_make(dt, (int64_t[]){K, M}, 2);
+  } else {
+    const tpuc_hlo_type* u = &c->types[1];
+    int r = t->rank;
+    if (r < 2 || u->rank != r || u->dtype != dt ||
+        t->dims[r - 1] != u->dims[r - 1] || t->dims[r - 1] == 0 ||
+        (!op_is_none(c, 3) && c->args[3].kind != TPUC_OP_ARG_INT))
+      return op_unimpl("cdist: unusual arguments (CPU says why)");
+    for (int d = 0; d < r - 2; d++)
+      if (t->dims[d] != u->dims[d])
+        return op_unimpl("cdist: broadcast batch (CPU)");
+    int64_t P = t->dims[r - 2], R = u->dims[r - 2], M = t->dims[r - 1];
+    if (P == 0 || R == 0) return op_unimpl("empty cdist: CPU");
+    int64_t mode = op_is_none(c, 3) ? 0 : c->args[3].i;
+    use_mm = mode == 1 || (mode == 0 && (P > 25 || R > 25));
+    int64_t bd[TPUC_MAX_RANK + 1], m1[TPUC_MAX_RANK], m2[TPUC_MAX_RANK];
+    for (int d = 0; d < r - 2; d++) {
+      bd[d] = t->dims[d];
+      m1[d] = m2[d] = d;
+    }
+    bd[r - 2] = P;
+    bd[r - 1] = R;
+    bd[r] = M;
+    m1[r - 2] = r - 2;
+    m1[r - 1] = r;
+    m2[r - 2] = r - 1;
+    m2[r - 1] = r;
+    if (tpuc_hlo_type_num_elements(t) / M * R * M > (1 << 24))
+      return op_unimpl("cdist: large (CPU)");
+    V a = e_bcast(&e, c->vals[0], bd, r + 1, m1);
+    V b = e_bcast(&e, c->vals[1], bd, r + 1, m2);
+    diff = e_sub(&e, a, b);
+    dtp = tpuc_hlo_type_make(dt, bd, r + 1);
+    if (use_mm) {
+      /* |a|^2 + |b|^2 - 2 a.b as the CPU's product of the padded rows
+       * [-2a, |a|^2, 1] . [b, 1, |b|^2], terms in that order */
+      int64_t last = r;
+      em eb = em_make(c, dt, &dtp);
+      V dot =
+          e_sum(&eb, e_mul(&eb, e_mul(&eb, a, e_k(&eb, -2.0)), b), &last, 1);
+      V na = e_sum(&eb, e_mul(&eb, a, a), &last, 1);
+      V nb = e_sum(&eb, e_mul(&eb, b, b), &last, 1);
+      mm = e_add(&eb, e_add(&eb, dot, na), nb);
+      tpuc_hlo_type rt = dtp;
+      rt.rank = r;
+      em er = em_make(c, dt, &rt);
+      mm = e_un(&er, TPUC_HLO_SQRT, e_max(&er, mm, e_k(&er, 0.0)));
+      e_join(&e, &eb);
+      e_join(&e, &er);
+    }
+  }
+  V out = dist_reduce(&e, diff, &dtp, p);
+  if (use_mm) {
+    tpuc_hlo_type rt = dtp;
+    rt.rank--;
+    em e64 = em_make(c, TPUC_DTYPE_F64, &rt);
+    V two = e_cmp(&e64, TPUC_HLO_EQ, e_bcast(&e64, p, rt.dims, rt.rank, NULL),
+                  e_k(&e64, 2.0));
+    out = e_sel(&e, two, mm, out);
+    e_join(&e, &e64);
+  }
+  /* negative p: the CPU refuses */
+  em e0 = em_make(c, TPUC_DTYPE_F64, &(tpuc_hlo_type){TPUC_DTYPE_F64, 0, {0}});
+  c->has_check = true;
+  c->check = e_cmp(&e0, TPUC_HLO_LT, p, e_k(&e0, 0.0));
+  c->check_code = TPUC_INVALID_ARGUMENT;
+  c->check_msg = cdist ? "cdist only supports non-negative p values"
+                       : "pdist only supports non-negative p values";
+  e_join(&e, &e0);
+  c->outs[0] = out;
+  c->nouts = 1;
+  return e.st;
+}
+
+/* ---------------------------------------------------------------------- */
+/* multi_margin_loss(self, target, p, margin, weight, reduction) and its
+ * backward (grad_output, self, target, p, margin, weight, reduction):
+ * per row, sum over d != y of max(0, margin - x[y] + x[d])^p (times
+ * weight[y]) / C, in the input dtype as the CPU. p (1 or 2) and margin
+ * are program values. */
+static tpuc_status* lower_multi_margin(op_ctx* c, int backward) {
+  int o = backward ? 1 : 0;
+  int xi = o, ti = o + 1, pi = o + 2, mi = o + 3, wi = o + 4, ri = o + 5;
+  if (!op_is_tensor(c, xi) || !op_is_tensor(c, ti) || !op_is_value(c, pi) ||
+      !op_is_value(c, mi) || c->args[ri].kind != TPUC_OP_ARG_INT ||
+      (backward && !op_is_tensor(c, 0)))
+    return op_unimpl("unexpected arguments");
+  const tpuc_hlo_type* t = &c->types[xi];
+  const tpuc_hlo_type* tt = &c->types[ti];
+  tpuc_dtype dt = t->dtype;
+  int64_t red = c->args[ri].i;
+  if ((dt != TPUC_DTYPE_F32 && dt != TPUC_DTYPE_F64) || t->rank > 2 ||
+      tt->dtype != TPUC_DTYPE_S64 || red < 0 || red > 2)
+    return op_unimpl("multi_margin_loss: unusual arguments (CPU)");
+  /* (a 0-d input is one row of one class) */
+  int64_t N = t->rank == 2 ? t->dims[0] : 1;
+  int64_t C = t->rank == 0 ? 1 : t->dims[t->rank - 1];
+  if (N == 0 || C == 0 || tpuc_hlo_type_num_elements(tt) != N || tt->rank > 1 ||
+      (t->rank < 2 && tt->rank != 0 && tt->dims[0] != 1))
+    return op_unimpl("multi_margin_loss: unusual shapes (CPU says why)");
+  bool has_w = !op_is_none(c, wi);
+  if (has_w && (!op_is_tensor(c, wi) || c->types[wi].dtype != dt ||
+                tpuc_hlo_type_num_elements(&c->types[wi]) != C))
+    return op_unimpl("multi_margin_loss: unusual weight (CPU says why)");
+  int64_t nc[2] = {N, C}, one = 1, zero = 0;
+  tpuc_hlo_type mt = tpuc_hlo_type_make(dt, nc, 2);
+  tpuc_hlo_type it = tpuc_hlo_type_make(TPUC_DTYPE_S64, nc, 2);
+  tpuc_hlo_type nt = tpuc_hlo_type_make(dt, &N, 1);
+  em e = em_make(c, dt, &mt), ei = em_make(c, TPUC_DTYPE_S64, &it);
+  em en = em_make(c, dt, &nt);
+  V x = e_reshape(&e, c->vals[xi], nc, 2);
+  V y = e_reshape(&ei, c->vals[ti], &N, 1);
+  V yb = e_bcast(&ei, y, nc, 2, &zero);
+  V is_y = e_cmp(&ei, TPUC_HLO_EQ, e_iota(&ei, &it, 1), yb);
+  /* the target's value and weight per row (masked sums: exact) */
+  V xt = e_sum(&e, e_sel(&e, is_y, x, e_k(&e, 0.0)), &one, 1);
+  V wy = -1;
+  if (has_w) {
+    V wv = e_bcast(&e, e_reshape(&e, c->vals[wi], &C, 1), nc, 2, &one);
+    wy = e_sum(&e, e_sel(&e, is_y, wv, e_k(&e, 0.0)), &one, 1);
+  }
+  V z =
+      e_add(&e, e_bcast(&e, e_sub(&en, e_scal(&en, mi), xt), nc, 2, &zero), x);
+  V on = e_and(&ei, e_cmp(&e, TPUC_HLO_GT, z, e_k(&e, 0.0)),
+               e_un(&ei, TPUC_HLO_NOT, is_y));
+  V p2 = e_cmp(&e, TPUC_HLO_EQ, e_scal(&e, pi), e_k(&e, 2.0));
+  V r;
+  if (!backward) {
+    V h = e_sel(&e, p2, e_mul(&e, z, z), z);
+    if (has_w) h = e_mul(&e, h, e_bcast(&e, wy, nc, 2, &zero));
+    V row = e_div(&en, e_sum(&e, e_sel(&e, on, h, e_k(&e, 0.0)), &one, 1),
+                  e_k(&en, (double)C));
+    if (red == 0) {
+      r = t->rank == 2 ? row : e_reshape(&en, row, NULL, 0);
+    } else {
+      em e0 = em_make(c, dt, &(tpuc_hlo_type){dt, 0, {0}});
+      r = e_sum(&en, row, &zero, 1);
+      if (red == 1) r = e_div(&e0, r, e_k(&e0, (double)N));
+      e_join(&e, &e0);
+    }
+  } else {
+    /* h = g (p = 1) or 2 g z, g = 1 / C (mean: 1 / (N C)); the target
+     * gets minus the row's sum; times grad_output */
+    double g = red == 1 ? 1.0 / ((double)N * (double)C) : 1.0 / (double)C;
+    em e1 = em_make(c, dt, &(tpuc_hlo_type){dt, 0, {0}});
+    V gk = e_k(&e, g);
+    if (red == 1) {
+      /* (the CPU's 1. / (nframe * dim) in the dtype) */
+      V gs = e_div(&e1, e_k(&e1, 1.0), e_k(&e1, (double)N * (double)C));
+      gk = e_bcast(&e, gs, nc, 2, NULL);
+    }
+    V h = e_sel(&e, p2, e_mul(&e, e_mul(&e, e_k(&e, 2.0), gk), z), gk);
+    if (has_w) h = e_mul(&e, h, e_bcast(&e, wy, nc, 2, &zero));
+    h = e_sel(&e, on, h, e_k(&e, 0.0));
+    V tsum = e_sum(&e, h, &one, 1);
+    V gi = e_sel(&e, is_y, e_bcast(&e, e_neg(&en, tsum), nc, 2, &zero), h);
+    const tpuc_hlo_type* gt = &c->types[0];
+    V go;
+    if (red != 0 || gt->rank == 0) {
+      if (tpuc_hlo_type_num_elements(gt) != 1 || gt->dtype != dt)
+        e.st = e.st ? e.st : op_unimpl("unusual grad_output (CPU)");
+      go = e_bcast(&e, e_reshape(&e, c->vals[0], NULL, 0), nc, 2, NULL);
+    } else {
+      if (tpuc_hlo_type_num_elements(gt) != N || gt->dtype != dt)
+        e.st = e.st ? e.st : op_unimpl("unusual grad_output (CPU)");
+      go = e_bcast(&e, e_reshape(&e, c->vals[0], &N, 1), nc, 2, &zero);
+    }
+    r = e_reshape(&e, e_mul(&e, gi, go), t->dims, t->rank);
+    e_join(&e, &e1);
+  }
+  /* the CPU's checks: targets in range, p 1 or 2 */
+  em eb = em_make(c, TPUC_DTYPE_S64, &(tpuc_hlo_type){TPUC_DTYPE_S64, 1, {N}});
+  V oob = e_or(&eb, e_cmp(&eb, TPUC_HLO_LT, y, e_k(&eb, 0.0)),
+               e_cmp(&eb, TPUC_HLO_GE, y, e_k(&eb, (double)C)));
+  V nbad = e_sum(&eb, e_cvt(&eb, oob, TPUC_DTYPE_S64), &zero, 1);
+  em e0 = em_make(c, TPUC_DTYPE_S64, &(tpuc_hlo_type){TPUC_DTYPE_S64, 0, {0}});
+  em f0 = em_make(c, TPUC_DTYPE_F64, &(tpuc_hlo_type){TPUC_DTYPE_F64, 0, {0}});
+  V pv = e_scal(&f0, pi);
+  V pbad = e_and(&f0, e_cmp(&f0, TPUC_HLO_NE, pv, e_k(&f0, 1.0)),
+                 e_cmp(&f0, TPUC_HLO_NE, pv, e_k(&f0, 2.0)));
+  c->has_check = true;
+  c->check = e_or(&e0, e_cmp(&e0, TPUC_HLO_GT, nbad, e_k(&e0, 0.0)), pbad);
+  c->check_code = TPUC_INVALID_ARGUMENT;
+  c->check_msg = "multi_margin_loss: target out of range, or p not 1 or 2";
+  e_join(&e, &ei);
+  e_join(&e, &en);
+  e_join(&e, &eb);
+  e_join(&e, &e0);
+  e_join(&e, &f0);
+  c->outs[0] = r;
+  c->nouts = 1;
+  return e.st;
+}
+
+/* ---------------------------------------------------------------------- */
+/* multilabel_margin_loss_forward(self, target, reduction) -> (output,
+ * is_target) and its backward (grad_output, self, target, reduction,
+ * is_target). Per row, the targets are target's entries before the first
+ * negative one; the loss sums max(0, 1 - x[t] + x[d]) over those t and
+ * the non-target d (in f64 for f32, the CPU's accumulation type), over
+ * C. Tensors of [N, C(k), C(d)] pair every target entry with every
+ * class. */
+static tpuc_status* lower_multilabel_margin(op_ctx* c, int backward) {
+  int o = backward ? 1 : 0;
+  int xi = o, ti = o + 1, ri = o + 2;
+  if (!op_is_tensor(c, xi) || !op_is_tensor(c, ti) ||
+      c->args[ri].kind != TPUC_OP_ARG_INT ||
+      (backward && (!op_is_tensor(c, 0) || !op_is_tensor(c, 4))))
+    return op_unimpl("unexpected arguments");
+  const tpuc_hlo_type* t = &c->types[xi];
+  const tpuc_hlo_type* tt = &c->types[ti];
+  tpuc_dtype dt = t->dtype;
+  int64_t red = c->args[ri].i;
+  if ((dt != TPUC_DTYPE_F32 && dt != TPUC_DTYPE_F64) || t->rank > 2 ||
+      tt->dtype != TPUC_DTYPE_S64 || !same_dims(t, tt) || red < 0 || red > 2)
+    return op_unimpl("multilabel_margin_loss: unusual arguments (CPU)");
+  int64_t N = t->rank == 2 ? t->dims[0] : 1;
+  int64_t C = t->rank == 0 ? 1 : t->dims[t->rank - 1];
+  if (N == 0 || C == 0 || N * C * C > (1 << 24))
+    return op_unimpl("multilabel_margin_loss: sizes (CPU)");
+  if (backward && (c->types[4].dtype != dt || !same_dims(&c->types[4], t)))
+    return op_unimpl("multilabel_margin_loss backward: is_target (CPU)");
+  int64_t nc[2] = {N, C}, nkd[3] = {N, C, C}, two = 2, one = 1;
+  tpuc_hlo_type it2 = tpuc_hlo_type_make(TPUC_DTYPE_S64, nc, 2);
+  tpuc_hlo_type it3 = tpuc_hlo_type_make(TPUC_DTYPE_S64, nkd, 3);
+  tpuc_hlo_type ft3 = tpuc_hlo_type_make(dt, nkd, 3);
+  em ei = em_make(c, TPUC_DTYPE_S64, &it2),
+     ek = em_make(c, TPUC_DTYPE_S64, &it3);
+  em e3 = em_make(c, dt, &ft3);
+  V tg = e_reshape(&ei, c->vals[ti], nc, 2);
+  V x = e_reshape(&e3, c->vals[xi], nc, 2);
+  /* valid[n, k]: no negative entry among target[n, 0..k] */
+  V negk = e_bcast(&ek, e_cmp(&ei, TPUC_HLO_LT, tg, e_k(&ei, 0.0)), nkd, 3,
+                   (int64_t[]){0, 2});
+  V upto = e_cmp(&ek, TPUC_HLO_LE, e_iota(&ek, &it3, 2), e_iota(&ek, &it3, 1));
+  V nneg =
+      e_sum(&ek, e_cvt(&ek, e_and(&ek, negk, upto), TPUC_DTYPE_S64), &two, 1);
+  V valid = e_cmp(&ei, TPUC_HLO_EQ, nneg, e_k(&ei, 0.0));
+  /* hit[n, k, d]: entry k is valid and names class d */
+  V tk = e_bcast(&ek, tg, nkd, 3, (int64_t[]){0, 1});
+  V vk = e_bcast(&ek, valid, nkd, 3, (int64_t[]){0, 1});
+  V hit = e_and(&ek, vk, e_cmp(&ek, TPUC_HLO_EQ, tk, e_iota(&ek, &it3, 2)));
+  V is_t;
+  if (!backward) {
+    V cnt = e_sum(&ek, e_cvt(&ek, hit, TPUC_DTYPE_S64), &one, 1);
+    is_t = e_cmp(&ei, TPUC_HLO_GT, cnt, e_k(&ei, 0.0));
+  } else {
+    em ef = em_make(c, dt, &(tpuc_hlo_type){dt, 2, {N, C}});
+    is_t = e_cmp(&ef, TPUC_HLO_NE, e_reshape(&ef, c->vals[4], nc, 2),
+                 e_k(&ef, 0.0));
+    e_join(&ei, &ef);
+  }
+  /* x[n, t_k] (any class for invalid entries: masked) */
+  V xt = e_sum(&e3,
+               e_sel(&e3, hit, e_bcast(&e3, x, nkd, 3, (int64_t[]){0, 2}),
+                     e_k(&e3, 0.0)),
+               &two, 1);
+  V z = e_add(
+      &e3,
+      e_sub(&e3, e_k(&e3, 1.0), e_bcast(&e3, xt, nkd, 3, (int64_t[]){0, 1})),
+      e_bcast(&e3, x, nkd, 3, (int64_t[]){0, 2}));
+  V nt = e_bcast(&ek, e_un(&ei, TPUC_HLO_NOT, is_t), nkd, 3, (int64_t[]){0, 2});
+  V on =
+      e_and(&ek, e_and(&ek, vk, nt), e_cmp(&e3, TPUC_HLO_GT, z, e_k(&e3, 0.0)));
+  V r;
+  if (!backward) {
+    tpuc_hlo_type f3 = ft3;
+    f3.dtype = TPUC_DTYPE_F64;
+    em ew = em_make(c, TPUC_DTYPE_F64, &f3);
+    V zs = e_sel(&ew, on, e_cvt(&ew, z, TPUC_DTYPE_F64), e_k(&ew, 0.0));
+    V row = e_sum(&ew, zs, (int64_t[]){1, 2}, 2);
+    em er =
+        em_make(c, TPUC_DTYPE_F64, &(tpuc_hlo_type){TPUC_DTYPE_F64, 1, {N}});
+    em e0 =
+        em_make(c, TPUC_DTYPE_F64, &(tpuc_hlo_type){TPUC_DTYPE_F64, 0, {0}});
+    if (red == 0 && t->rank == 2) {
+      r = e_cvt(&er, e_div(&er, row, e_k(&er, (double)C)), dt);
+    } else {
+      V s = e_div(&e0, e_sum(&er, row, (int64_t[]){0}, 1), e_k(&e0, (double)C));
+      if (red == 1) s = e_div(&e0, s, e_k(&e0, (double)N));
+      r = e_cvt(&e0, s, dt);
+    }
+    e_join(&ei, &ew);
+    e_join(&ei, &er);
+    e_join(&ei, &e0);
+    c->outs[1] = e_reshape(&ei, e_cvt(&ei, is_t, dt), t->dims, t->rank);
+    c->nouts = 2;
+  } else {
+    /* + g at each d per (k, d) on, - g at t_k per such pair */
+    double g = red == 1 ? 1.0 / ((double)N * (double)C) : 1.0 / (double)C;
+    if (dt == TPUC_DTYPE_F32) g = (double)(float)g;
+    V onc = e_cvt(&e3, on, dt);
+    V pos = e_sum(&e3, onc, &one, 1);
+    V m = e_sum(&e3, onc, &two, 1);
+    V negs = e_sum(&e3,
+                   e_sel(&e3, hit, e_bcast(&e3, m, nkd, 3, (int64_t[]){0, 1}),
+                         e_k(&e3, 0.0)),
+                   &one, 1);
+    em ef = em_make(c, dt, &(tpuc_hlo_type){dt, 2, {N, C}});
+    V gi = e_mul(&ef, e_sub(&ef, pos, negs), e_k(&ef, g));
+    const tpuc_hlo_type* gt = &c->types[0];
+    V go;
+    if (red != 0 || gt->rank == 0) {
+      if (tpuc_hlo_type_num_elements(gt) != 1 || gt->dtype != dt)
+        ef.st = ef.st ? ef.st : op_unimpl("unusual grad_output (CPU)");
+      go = e_bcast(&ef, e_reshape(&ef, c->vals[0], NULL, 0), nc, 2, NULL);
+    } else {
+      if (tpuc_hlo_type_num_elements(gt) != N || gt->dtype != dt)
+        ef.st = ef.st ? ef.st : op_unimpl("unusual grad_output (CPU)");
+      go = e_bcast(&ef, e_reshape(&ef, c->vals[0], &N, 1), nc, 2,
+                   (int64_t[]){0});
+    }
+    r = e_reshape(&ef, e_mul(&ef, gi, go), t->dims, t->rank);
+    e_join(&ei, &ef);
+    c->nouts = 1;
+  }
+  c->outs[0] = r;
+  /* the CPU's check: every target entry in [-1, C) */
+  V oob = e_or(&ei, e_cmp(&ei, TPUC_HLO_LT, tg, e_k(&ei, -1.0)),
+               e_cmp(&ei, TPUC_HLO_GE, tg, e_k(&ei, (double)C)));
+  V nb = e_sum(&ei, e_cvt(&ei, oob, TPUC_DTYPE_S64), (int64_t[]){0, 1}, 2);
+  em e0 = em_make(c, TPUC_DTYPE_S64, &(tpuc_hlo_type){TPUC_DTYPE_S64, 0, {0}});
+  c->has_check = true;
+  c->check = e_cmp(&e0, TPUC_HLO_GT, nb, e_k(&e0, 0.0));
+  c->check_code = TPUC_INVALID_ARGUMENT;
+  c->check_msg = "argument #2 'target' is out of range";
+  e_join(&ei, &e0);
+  e_join(&ei, &ek);
+  e_join(&ei, &e3);
+  return ei.st;
 }
 
 /* ---------------------------------------------------------------------- */
@@ -2747,25 +4265,25 @@ const op_entry op_table_nn[] = {
     {"aten::native_group_norm.out", lower_group_norm, 0},
     {"aten::native_group_norm_backward", lower_group_norm_bw, 0},
     {"aten::native_group_norm_backward.out", lower_group_norm_bw, 0},
-    {"aten::max_pool2d_with_indices", lower_max_pool2d, 0},
-    {"aten::max_pool2d_with_indices.out", lower_max_pool2d, 0},
-    {"aten::max_pool2d_with_indices_backward", lower_max_pool2d_bw, 0},
+    {"aten::max_pool2d_with_indices", lower_max_pool2d, 2},
+    {"aten::max_pool2d_with_indices.out", lower_max_pool2d, 2},
+    {"aten::max_pool2d_with_indices_backward", lower_max_pool2d_bw, 2},
     {"aten::max_pool2d_with_indices_backward.grad_input", lower_max_pool2d_bw,
-     0},
-    {"aten::avg_pool2d", lower_avg_pool2d, 0},
-    {"aten::avg_pool2d.out", lower_avg_pool2d, 0},
-    {"aten::avg_pool2d_backward", lower_avg_pool2d_bw, 0},
-    {"aten::avg_pool2d_backward.grad_input", lower_avg_pool2d_bw, 0},
-    {"aten::_adaptive_avg_pool2d", lower_adaptive_avg_pool2d, 0},
-    {"aten::_adaptive_avg_pool2d.out", lower_adaptive_avg_pool2d, 0},
-    {"aten::_adaptive_avg_pool2d_backward", lower_adaptive_avg_pool2d_bw, 0},
+     2},
+    {"aten::avg_pool2d", lower_avg_pool2d, 2},
+    {"aten::avg_pool2d.out", lower_avg_pool2d, 2},
+    {"aten::avg_pool2d_backward", lower_avg_pool2d_bw, 2},
+    {"aten::avg_pool2d_backward.grad_input", lower_avg_pool2d_bw, 2},
+    {"aten::_adaptive_avg_pool2d", lower_adaptive_avg_pool2d, 2},
+    {"aten::_adaptive_avg_pool2d.out", lower_adaptive_avg_pool2d, 2},
+    {"aten::_adaptive_avg_pool2d_backward", lower_adaptive_avg_pool2d_bw, 2},
     {"aten::_adaptive_avg_pool2d_backward.out", lower_adaptive_avg_pool2d_bw,
-     0},
-    {"aten::adaptive_max_pool2d", lower_adaptive_max_pool2d, 0},
-    {"aten::adaptive_max_pool2d.out", lower_adaptive_max_pool2d, 0},
-    {"aten::adaptive_max_pool2d_backward", lower_adaptive_max_pool2d_bw, 0},
+     2},
+    {"aten::adaptive_max_pool2d", lower_adaptive_max_pool2d, 2},
+    {"aten::adaptive_max_pool2d.out", lower_adaptive_max_pool2d, 2},
+    {"aten::adaptive_max_pool2d_backward", lower_adaptive_max_pool2d_bw, 2},
     {"aten::adaptive_max_pool2d_backward.grad_input",
-     lower_adaptive_max_pool2d_bw, 0},
+     lower_adaptive_max_pool2d_bw, 2},
     {"aten::upsample_nearest1d", lower_upsample, UP_NEAREST | 1 << 4},
     {"aten::upsample_nearest1d.out", lower_upsample, UP_NEAREST | 1 << 4},
     {"aten::upsample_nearest1d_backward", lower_upsample,
@@ -2838,8 +4356,101 @@ const op_entry op_table_nn[] = {
      PAD_REPLICATE | PAD_BW | 2 << 4},
     {"aten::replication_pad2d_backward.grad_input", lower_pad_mode,
      PAD_REPLICATE | PAD_BW | 2 << 4},
+    {"aten::hardshrink", lower_shrink, SHRINK_HARD},
+    {"aten::hardshrink.out", lower_shrink, SHRINK_HARD},
+    {"aten::hardshrink_backward", lower_shrink, SHRINK_HARD | SHRINK_BW},
+    {"aten::hardshrink_backward.grad_input", lower_shrink,
+     SHRINK_HARD | SHRINK_BW},
+    {"aten::softshrink", lower_shrink, SHRINK_SOFT},
+    {"aten::softshrink.out", lower_shrink, SHRINK_SOFT},
+    {"aten::softshrink_backward", lower_shrink, SHRINK_SOFT | SHRINK_BW},
+    {"aten::softshrink_backward.grad_input", lower_shrink,
+     SHRINK_SOFT | SHRINK_BW},
+    {"aten::glu", lower_glu, 0},
+    {"aten::glu.out", lower_glu, 0},
+    {"aten::glu_backward", lower_glu, 1},
+    {"aten::glu_backward.grad_input", lower_glu, 1},
+    {"aten::_prelu_kernel", lower_prelu, 0},
+    {"aten::_prelu_kernel_backward", lower_prelu, 1},
+    {"aten::max_unpool2d", lower_max_unpool, 2},
+    {"aten::max_unpool2d.out", lower_max_unpool, 2},
+    {"aten::max_unpool3d", lower_max_unpool, 3},
+    {"aten::max_unpool3d.out", lower_max_unpool, 3},
+    {"aten::upsample_linear1d", lower_upsample, UP_LINEAR | 1 << 4},
+    {"aten::upsample_linear1d.out", lower_upsample, UP_LINEAR | 1 << 4},
+    {"aten::upsample_linear1d_backward", lower_upsample,
+     UP_LINEAR | UP_BW | 1 << 4},
+    {"aten::upsample_linear1d_backward.grad_input", lower_upsample,
+     UP_LINEAR | UP_BW | 1 << 4},
+    {"aten::upsample_trilinear3d", lower_upsample, UP_LINEAR | 3 << 4},
+    {"aten::upsample_trilinear3d.out", lower_upsample, UP_LINEAR | 3 << 4},
+    {"aten::upsample_trilinear3d_backward", lower_upsample,
+     UP_LINEAR | UP_BW | 3 << 4},
+    {"aten::upsample_trilinear3d_backward.grad_input", lower_upsample,
+     UP_LINEAR | UP_BW | 3 << 4},
+    {"aten::im2col", lower_im2col, 0},
+    {"aten::im2col.out", lower_im2col, 0},
+    {"aten::col2im", lower_col2im, 0},
+    {"aten::col2im.out", lower_col2im, 0},
+    {"aten::upsample_bicubic2d", lower_upsample, UP_CUBIC | 2 << 4},
+    {"aten::upsample_bicubic2d.out", lower_upsample, UP_CUBIC | 2 << 4},
+    {"aten::upsample_bicubic2d_backward", lower_upsample,
+     UP_CUBIC | UP_BW | 2 << 4},
+    {"aten::upsample_bicubic2d_backward.grad_input", lower_upsample,
+     UP_CUBIC | UP_BW | 2 << 4},
+    {"aten::max_pool3d_with_indices", lower_max_pool2d, 3},
+    {"aten::max_pool3d_with_indices.out", lower_max_pool2d, 3},
+    {"aten::max_pool3d_with_indices_backward", lower_max_pool2d_bw, 3},
+    {"aten::max_pool3d_with_indices_backward.grad_input", lower_max_pool2d_bw,
+     3},
+    {"aten::avg_pool3d", lower_avg_pool2d, 3},
+    {"aten::avg_pool3d.out", lower_avg_pool2d, 3},
+    {"aten::avg_pool3d_backward", lower_avg_pool2d_bw, 3},
+    {"aten::avg_pool3d_backward.grad_input", lower_avg_pool2d_bw, 3},
+    {"aten::_adaptive_avg_pool3d", lower_adaptive_avg_pool2d, 3},
+    {"aten::_adaptive_avg_pool3d.out", lower_adaptive_avg_pool2d, 3},
+    {"aten::_adaptive_avg_pool3d_backward", lower_adaptive_avg_pool2d_bw, 3},
+    {"aten::_adaptive_avg_pool3d_backward.out", lower_adaptive_avg_pool2d_bw,
+     3},
+    {"aten::adaptive_max_pool3d", lower_adaptive_max_pool2d, 3},
+    {"aten::adaptive_max_pool3d.out", lower_adaptive_max_pool2d, 3},
+    {"aten::adaptive_max_pool3d_backward", lower_adaptive_max_pool2d_bw, 3},
+    {"aten::adaptive_max_pool3d_backward.grad_input",
+     lower_adaptive_max_pool2d_bw, 3},
+    {"aten::_batch_norm_with_update", lower_batch_norm, BN_WITH_UPDATE},
+    {"aten::batch_norm_backward", lower_batch_norm_bw, 0},
+    {"aten::grid_sampler_2d", lower_grid_sampler, 2},
+    {"aten::grid_sampler_2d.out", lower_grid_sampler, 2},
+    {"aten::grid_sampler_3d", lower_grid_sampler, 3},
+    {"aten::grid_sampler_3d.out", lower_grid_sampler, 3},
+    {"aten::segment_reduce", lower_segment_reduce, 0},
+    {"aten::segment_reduce.out", lower_segment_reduce, 0},
+    {"aten::_pdist_forward", lower_dist, 0},
+    {"aten::_pdist_forward.out", lower_dist, 0},
+    {"aten::_cdist_forward", lower_dist, 1},
+    {"aten::_cdist_forward.out", lower_dist, 1},
+    {"aten::multi_margin_loss", lower_multi_margin, 0},
+    {"aten::multi_margin_loss.out", lower_multi_margin, 0},
+    {"aten::multi_margin_loss_backward", lower_multi_margin, 1},
+    {"aten::multi_margin_loss_backward.grad_input", lower_multi_margin, 1},
+    {"aten::multilabel_margin_loss_forward", lower_multilabel_margin, 0},
+    {"aten::multilabel_margin_loss_backward", lower_multilabel_margin, 1},
+    {"aten::multilabel_margin_loss_backward.grad_input",
+     lower_multilabel_margin, 1},
     {NULL, NULL, 0},
 };
 
 /* Complex-ready ops of this file (ops_internal.h). */
-const char* const op_complex_nn[] = {NULL};
+const char* const op_complex_nn[] = {"silu",
+                                     "silu_",
+                                     "reflection_pad1d",
+                                     "reflection_pad2d",
+                                     "replication_pad1d",
+                                     "replication_pad2d",
+                                     "reflection_pad1d_backward",
+                                     "reflection_pad2d_backward",
+                                     "replication_pad1d_backward",
+                                     "replication_pad2d_backward",
+                                     "im2col",
+                                     "col2im",
+                                     NULL};

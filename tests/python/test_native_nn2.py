@@ -1,0 +1,370 @@
+"""More neural-network ops with native lowerings (src/ops/nn.c): int64,
+transposed and complex convolutions, max_unpool, 3-d pooling, bicubic /
+linear / trilinear upsampling, grid_sampler, im2col / col2im, glu, shrinks,
+prelu, _batch_norm_with_update, complex silu and padding. Each runs on the
+device without the CPU fallback and agrees with the CPU: dtypes, shapes,
+values, in-place and out= forms, non-contiguous inputs, errors."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import tpuc
+
+FLOAT = [torch.float32, torch.float64, torch.bfloat16, torch.float16]
+HALF = (torch.float16, torch.bfloat16)
+
+
+def tpu(x):
+    return x.to("tpu") if isinstance(x, torch.Tensor) else x
+
+
+def tol_of(dtype):
+    if dtype in HALF:
+        return {"atol": 1e-3, "rtol": 1.6e-2 if dtype == torch.bfloat16 else 1e-3}
+    return {}
+
+
+def close(dev, cpu, **tol):
+    devs = dev if isinstance(dev, (tuple, list)) else [dev]
+    cpus = cpu if isinstance(cpu, (tuple, list)) else [cpu]
+    assert len(devs) == len(cpus)
+    for d, c in zip(devs, cpus):
+        if c is None:
+            assert d is None
+            continue
+        assert d.device.type == "tpu"
+        assert d.dtype == c.dtype and d.shape == c.shape, (d.dtype, c.dtype,
+                                                           d.shape, c.shape)
+        torch.testing.assert_close(d.cpu(), c, equal_nan=True, **tol)
+
+
+def check_native(fn, *args, **tol):
+    cpu = fn(*args)
+    tpuc.fallback_reset()
+    dev = fn(*[tpu(a) for a in args])
+    assert tpuc.fallback_report() == {}, tpuc.fallback_report()
+    close(dev, cpu, **tol)
+
+
+def check_grads(fn, *args, **tol):
+    """fn's forward and input gradients (random cotangent), natively."""
+    leaves = [a.detach().clone().requires_grad_() for a in args]
+    out = fn(*leaves)
+    cot = torch.randn(out.shape).to(out.dtype)
+    grads = torch.autograd.grad(out, leaves, cot)
+    dleaves = [tpu(a.detach()).requires_grad_() for a in args]
+    tpuc.fallback_reset()
+    dout = fn(*dleaves)
+    dgrads = torch.autograd.grad(dout, dleaves, tpu(cot))
+    assert tpuc.fallback_report() == {}, tpuc.fallback_report()
+    close(dout, out, **tol)
+    close(list(dgrads), list(grads), **tol)
+
+
+def rand(shape, dtype, scale=3.0):
+    return (torch.randn(shape) * scale).to(dtype)
+
+
+# ---- convolutions ---------------------------------------------------------
+
+
+def test_conv_int64():
+    x = torch.randint(-5, 5, (2, 4, 7, 6))
+    w = torch.randint(-5, 5, (6, 2, 3, 2))
+    b = torch.randint(-5, 5, (6,))
+    check_native(lambda x, w, b: F.conv2d(x, w, b, padding=1, groups=2), x, w,
+                 b)
+    check_native(lambda x, w: F.conv1d(x, w, stride=2, groups=2), x[..., 0],
+                 w[..., 0])
+    check_native(lambda x, w: F.conv_transpose1d(x, w, stride=2), x[..., 0],
+                 w[:4, :, :, 0])
+
+
+@pytest.mark.parametrize("ns", [1, 2, 3])
+@pytest.mark.parametrize("cfg", [(1, 0, 1, 0, 1), (2, 1, 1, 1, 1),
+                                 (2, 0, 2, 1, 2), (3, 2, 1, 2, 1)])
+def test_conv_transpose(ns, cfg):
+    s, p, d, op, g = cfg
+    fn = {1: F.conv_transpose1d, 2: F.conv_transpose2d,
+          3: F.conv_transpose3d}[ns]
+    sp = [5, 4, 3][:ns]
+    x = torch.randn(2, 4, *sp, dtype=torch.float64)
+    w = torch.randn(4, 3, *([2] * ns), dtype=torch.float64)
+    b = torch.randn(3 * g, dtype=torch.float64)
+    check_grads(lambda x, w, b: fn(x, w, b, stride=s, padding=p, dilation=d,
+                                   output_padding=op, groups=g), x, w, b)
+
+
+@pytest.mark.parametrize("dtype", FLOAT, ids=str)
+def test_conv_transpose_dtypes(dtype):
+    x, w = rand((2, 4, 6, 5), dtype, 1.0), rand((4, 3, 3, 3), dtype, 1.0)
+    tol = tol_of(dtype) if dtype in HALF else {"atol": 1e-5, "rtol": 1e-5}
+    check_native(lambda x, w: F.conv_transpose2d(x, w, stride=2, padding=1),
+                 x, w, **tol)
+    # non-contiguous input
+    check_native(lambda x, w: F.conv_transpose2d(x.transpose(2, 3), w), x, w,
+                 **tol)
+
+
+def test_conv_complex_pieces():
+    # complex convolutions split into real ones on the device; only the
+    # final complex scaling (mul.Scalar) may still fall back
+    x = torch.randn(2, 4, 7, dtype=torch.complex128)
+    w = torch.randn(6, 2, 3, dtype=torch.complex128)
+    cpu = F.conv1d(x, w, groups=2, padding=1)
+    tpuc.fallback_reset()
+    dev = F.conv1d(tpu(x), tpu(w), groups=2, padding=1)
+    assert "aten::convolution" not in tpuc.fallback_report()
+    close(dev, cpu)
+    cpu = F.conv_transpose1d(x, w[:4], stride=2)
+    tpuc.fallback_reset()
+    dev = F.conv_transpose1d(tpu(x), tpu(w[:4]), stride=2)
+    assert "aten::convolution" not in tpuc.fallback_report()
+    close(dev, cpu)
+
+
+# ---- pooling ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", FLOAT, ids=str)
+def test_max_unpool(dtype):
+    x = rand((2, 3, 6, 8), dtype)
+    y, idx = F.max_pool2d(x, 2, return_indices=True)
+    check_native(lambda y, i: F.max_unpool2d(y, i, 2, output_size=(6, 8)), y,
+                 idx)
+    check_native(lambda y, i: F.max_unpool2d(y, i, 2), y[0], idx[0])
+    x3 = rand((1, 2, 4, 4, 6), dtype)
+    y3, i3 = F.max_pool3d(x3, 2, return_indices=True)
+    check_native(lambda y, i: F.max_unpool3d(y, i, 2), y3, i3)
+    check_grads(lambda y: F.max_unpool2d(y, tpu(idx) if y.device.type == "tpu"
+                                         else idx, 2), y)
+
+
+def test_max_unpool_errors():
+    vals = torch.ones(1, 1, 2, 2)
+    bad = torch.tensor([[[[0, 1], [2, 9]]]])
+    with pytest.raises(RuntimeError, match="invalid max index"):
+        torch.ops.aten.max_unpool2d(tpu(vals), tpu(bad), [2, 2]).cpu()
+    out = torch.empty(0, device="tpu")
+    good = torch.tensor([[[[0, 1], [2, 3]]]])
+    torch.ops.aten.max_unpool2d.out(tpu(vals), tpu(good), [2, 2], out=out)
+    close(out, torch.ops.aten.max_unpool2d(vals, good, [2, 2]))
+
+
+@pytest.mark.parametrize("dtype", FLOAT + [torch.int64], ids=str)
+def test_pool3d(dtype):
+    x = rand((2, 3, 5, 6, 7), torch.float32).to(dtype)
+    check_native(lambda x: F.max_pool3d(x, 2, return_indices=True), x)
+    check_native(lambda x: F.max_pool3d(x, 3, 2, 1, dilation=1,
+                                        ceil_mode=True, return_indices=True),
+                 x)
+    tol = tol_of(dtype)
+    if dtype not in HALF:  # (the CPU has no half avg_pool3d)
+        check_native(lambda x: F.avg_pool3d(x, 3, 2, 1,
+                                            count_include_pad=False), x)
+        check_native(lambda x: F.avg_pool3d(x, (2, 3, 2),
+                                            divisor_override=5), x)
+    check_native(lambda x: F.avg_pool2d(x[0], 3, 2, 1), x, **tol)
+    if dtype.is_floating_point:
+        check_native(lambda x: F.adaptive_max_pool3d(x, (2, 4, 3),
+                                                     return_indices=True), x)
+        check_grads(lambda x: F.max_pool3d(x, 2, 1), x, **tol)
+        if dtype not in HALF:
+            check_grads(lambda x: F.avg_pool3d(x, 2, 2, 1), x)
+        check_grads(lambda x: F.adaptive_max_pool3d(x, (2, 4, 3)), x, **tol)
+        # non-contiguous input
+        check_native(lambda x: F.max_pool3d(x.transpose(2, 4), 2), x)
+    if dtype.is_floating_point:
+        # (half: summed and divided in the half dtype, as the CPU: exact)
+        check_native(lambda x: F.adaptive_avg_pool3d(x, (2, 4, 3)), x)
+        check_grads(lambda x: F.adaptive_avg_pool3d(x, (3, 4, 5)), x)
+
+
+# ---- upsampling, grid sampling, im2col ------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", FLOAT, ids=str)
+@pytest.mark.parametrize("align", [False, True])
+def test_upsample_more(dtype, align):
+    # (half linear sums round once here, at each step on the CPU: an ulp)
+    tol = tol_of(dtype)
+    if dtype in HALF:
+        # (an ulp of the inputs' magnitude, where terms cancel)
+        tol = {"atol": 2e-2 if dtype == torch.float16 else 1e-1,
+               "rtol": 1e-2 if dtype == torch.float16 else 2e-2}
+    # (half backwards of these run on the CPU)
+    check = check_native if dtype in HALF else check_grads
+    x = rand((2, 3, 5, 6), dtype)
+    check(lambda x: F.interpolate(x, size=(7, 11), mode="bicubic",
+                                  align_corners=align), x, **tol)
+    check(lambda x: F.interpolate(x, scale_factor=(0.6, 1.7), mode="bicubic",
+                                  align_corners=align), x, **tol)
+    check(lambda x: F.interpolate(x[0], size=9, mode="linear",
+                                  align_corners=align), x, **tol)
+    x3 = rand((1, 2, 3, 4, 5), dtype)
+    check(lambda x: F.interpolate(x, size=(5, 3, 7), mode="trilinear",
+                                  align_corners=align), x3, **tol)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64,
+                                   torch.bfloat16], ids=str)
+@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
+@pytest.mark.parametrize("pad", ["zeros", "border", "reflection"])
+def test_grid_sample(dtype, mode, pad):
+    tol = tol_of(dtype)
+    for align in (False, True):
+        x = rand((2, 3, 5, 6), dtype)
+        g = (torch.rand(2, 4, 3, 2) * 3 - 1.5).to(dtype)
+        check_native(lambda x, g: F.grid_sample(
+            x, g, mode=mode, padding_mode=pad, align_corners=align), x, g,
+            **tol)
+        x3 = rand((1, 2, 3, 4, 5), dtype)
+        g3 = (torch.rand(1, 2, 3, 4, 3) * 3 - 1.5).to(dtype)
+        check_native(lambda x, g: F.grid_sample(
+            x, g, mode=mode, padding_mode=pad, align_corners=align), x3, g3,
+            **tol)
+
+
+@pytest.mark.parametrize("dtype", FLOAT + [torch.complex64, torch.bool],
+                         ids=str)
+def test_im2col(dtype):
+    x = torch.randn(2, 3, 6, 7).to(dtype) if dtype != torch.bool else \
+        torch.rand(2, 3, 6, 7) > 0.5
+    check_native(lambda x: F.unfold(x, (2, 3), (1, 2), (1, 0), (2, 1)), x)
+    check_native(lambda x: F.unfold(x, 3, padding=1), x[0])
+    if dtype != torch.bool:
+        check_grads(lambda x: F.unfold(x, (2, 3), (1, 2), (1, 0), (2, 1)), x,
+                    **tol_of(dtype))
+        cols = F.unfold(x, 2)
+        check_native(lambda c: F.fold(c, (6, 7), 2), cols, **tol_of(dtype))
+
+
+# ---- elementwise --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", FLOAT, ids=str)
+def test_shrinks_glu_prelu(dtype):
+    tol = tol_of(dtype)
+    x = rand((4, 6), dtype, 1.0)
+    x[0, :2] = torch.tensor([0.5, -0.5]).to(dtype)
+    xn = x.clone()
+    xn[0, 2] = float("nan")
+    check_native(lambda x: F.hardshrink(x, 0.5), xn, **tol)
+    check_native(lambda x: F.softshrink(x, 0.5), xn, **tol)
+    for lam in (0.5, 0.25):
+        check_grads(lambda x: F.hardshrink(x, lam), x, **tol)
+        check_grads(lambda x: F.softshrink(x, lam), x, **tol)
+    out = torch.empty(0, dtype=dtype, device="tpu")
+    torch.ops.aten.softshrink.out(tpu(x), 0.5, out=out)
+    close(out, F.softshrink(x, 0.5), **tol)
+    check_grads(lambda x: F.glu(x, 1), x, **tol)
+    check_grads(lambda x: F.glu(x.t(), 0), x, **tol)
+    check_native(lambda x: F.glu(x, 0), torch.empty(0, 4, dtype=dtype))
+    y = rand((2, 3, 4), dtype)
+    w = rand((3,), dtype, 0.5)
+    check_grads(lambda y, w: F.prelu(y, w), y, w, **tol)
+    check_grads(lambda y, w: F.prelu(y, w), y, w[:1], **tol)
+
+
+def test_complex_silu_and_pads():
+    x = torch.randn(2, 3, 7, dtype=torch.complex64)
+    check_native(F.silu, x)
+    for mode in ("reflect", "replicate"):
+        check_native(lambda x: F.pad(x, (2, 3), mode=mode), x)
+        check_native(lambda x: F.pad(x, (1, 2, 2, 1), mode=mode),
+                     x.reshape(1, 2, 3, 7))
+        check_grads(lambda x: F.pad(x, (2, 3), mode=mode), x)
+
+
+def test_batch_norm_with_update():
+    x = rand((4, 3, 5), torch.float32)
+    w, b = rand((3,), torch.float32), rand((3,), torch.float32)
+    rm, rv = torch.zeros(3), torch.ones(3)
+    drm, drv = tpu(rm), tpu(rv)
+    cpu = torch.ops.aten._batch_norm_with_update(x, w, b, rm, rv, 0.1, 1e-5)
+    tpuc.fallback_reset()
+    dev = torch.ops.aten._batch_norm_with_update(tpu(x), tpu(w), tpu(b), drm,
+                                                 drv, 0.1, 1e-5)
+    assert tpuc.fallback_report() == {}, tpuc.fallback_report()
+    close(list(dev), list(cpu))
+    close([drm, drv], [rm, rv])
+
+
+# ---- segment_reduce, distances ----------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", FLOAT, ids=str)
+@pytest.mark.parametrize("red", ["sum", "mean", "max", "min", "prod"])
+def test_segment_reduce(dtype, red):
+    data = rand((5, 3), dtype, 1.0)
+    data[1, 1] = float("nan")
+    lengths = torch.tensor([0, 1, 2, 2])
+    offsets = torch.tensor([0, 0, 1, 3, 5])
+    for init in (None, 2):
+        check_native(lambda d, l: torch.segment_reduce(d, red, lengths=l,
+                                                       initial=init),
+                     data, lengths, **tol_of(dtype))
+        check_native(lambda d, o: torch.segment_reduce(d, red, offsets=o,
+                                                       initial=init),
+                     data, offsets, **tol_of(dtype))
+
+
+def test_segment_reduce_errors():
+    with pytest.raises(RuntimeError, match="Expected all rows of lengths"):
+        torch.segment_reduce(tpu(torch.randn(5)), "sum",
+                             lengths=tpu(torch.tensor([1, 2]))).cpu()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+@pytest.mark.parametrize("p", [0.0, 1.0, 2.0, 3.5, float("inf")])
+def test_pdist_cdist(dtype, p):
+    x = rand((6, 4), dtype, 1.0)
+    x[1] = x[0]
+    check_native(lambda x: F.pdist(x, p), x)
+    check_native(lambda x: F.pdist(x, p), x[:1])
+    for mode in ("use_mm_for_euclid_dist_if_necessary",
+                 "use_mm_for_euclid_dist", "donot_use_mm_for_euclid_dist"):
+        for rows in (5, 30):
+            x1, x2 = rand((2, rows, 3), dtype, 1.0), rand((2, 7, 3), dtype, 1.0)
+            check_native(lambda a, b: torch.cdist(a, b, p, compute_mode=mode),
+                         x1, x2, rtol=1e-5, atol=1e-5)
+
+
+def test_dist_errors():
+    with pytest.raises(RuntimeError, match="non-negative"):
+        F.pdist(tpu(torch.randn(3, 2)), -1.0).cpu()
+    with pytest.raises(RuntimeError, match="non-negative"):
+        torch.cdist(tpu(torch.randn(3, 2)), tpu(torch.randn(4, 2)), -1.0).cpu()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+@pytest.mark.parametrize("red", ["none", "mean", "sum"])
+def test_multi_margin_loss(dtype, red):
+    x, y = rand((4, 5), dtype, 1.0), torch.randint(0, 5, (4,))
+    w = torch.rand(5).to(dtype)
+    for p in (1, 2):
+        check_grads(lambda x: F.multi_margin_loss(
+            x, tpu(y) if x.device.type == "tpu" else y, p=p, margin=0.7,
+            reduction=red), x)
+        check_native(lambda x, y, w: F.multi_margin_loss(
+            x, y, p=p, weight=w, reduction=red), x, y, w)
+    check_native(lambda x, y: F.multi_margin_loss(x, y), x[0], y[1])
+    check_native(lambda x, y: F.multi_margin_loss(x, y), x[0, 0], y[1] * 0)
+    with pytest.raises(RuntimeError, match="target out of range"):
+        F.multi_margin_loss(tpu(x), tpu(y + 5)).cpu()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+@pytest.mark.parametrize("red", ["none", "mean", "sum"])
+def test_multilabel_margin_loss(dtype, red):
+    x = rand((4, 5), dtype, 1.0)
+    y = torch.randint(-1, 5, (4, 5))
+    y[0] = torch.tensor([3, 3, 1, -1, 4])
+    check_grads(lambda x: F.multilabel_margin_loss(
+        x, tpu(y) if x.device.type == "tpu" else y, reduction=red), x)
+    fwd = torch.ops.aten.multilabel_margin_loss_forward
+    check_native(lambda x, y: fwd(x, y, 1), x, y)
+    check_native(lambda x, y: fwd(x, y, 0), x[0], y[1])
+    with pytest.raises(RuntimeError, match="out of range"):
+        fwd(tpu(x), tpu(y + 6), 1)[0].cpu()
