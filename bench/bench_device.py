@@ -82,7 +82,10 @@ def cpu_peak_bytes(fn):
 
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         fn()
-    events = sorted((e for e in prof.events() if e.cpu_memory_usage),
+    # "[memory]" events are the allocations and frees themselves (op events
+    # also report their children's, which would count them twice).
+    events = sorted((e for e in prof.events()
+                     if e.name == "[memory]" and e.cpu_memory_usage),
                     key=lambda e: e.time_range.start)
     live = peak = 0
     for e in events:
