@@ -78,11 +78,13 @@ struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     e->timing = flag == c10::EventFlag::BACKEND_DEFAULT;
     if (e->timing) {
       // Timing events wait for the work before them, then read the clock.
-      check(tpuc_client_synchronize(client()));
+      synchronize_all();
       e->ms = std::chrono::duration<double, std::milli>(
                   std::chrono::steady_clock::now().time_since_epoch())
                   .count();
     }
+    // Work recorded by fused mode starts before the mark.
+    if (!e->timing) check(tpuc_fused_flush(client(), TPUC_FUSED_SYNC));
     check(tpuc_client_mark(client(), &e->mark));
     e->recorded = true;
   }
@@ -100,8 +102,7 @@ struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     delete static_cast<Event*>(event);
   }
   void synchronizeEvent(void* event) const override {
-    if (event != nullptr && runtime_ready())
-      check(tpuc_client_synchronize(client()));
+    if (event != nullptr && runtime_ready()) synchronize_all();
   }
   double elapsedTime(void* start, void* end,
                      const c10::DeviceIndex) const override {
@@ -115,18 +116,19 @@ struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     return b->ms - a->ms;
   }
   void synchronizeDevice(const c10::DeviceIndex) const override {
-    if (runtime_ready()) check(tpuc_client_synchronize(client()));
+    if (runtime_ready()) synchronize_all();
   }
   bool queryStream(const c10::Stream&) const override {
     if (!runtime_ready()) return true;
     uint64_t mark = 0;
     bool done = false;
+    check(tpuc_fused_flush(client(), TPUC_FUSED_SYNC));
     check(tpuc_client_mark(client(), &mark));
     check(tpuc_client_mark_done(client(), mark, &done));
     return done;
   }
   void synchronizeStream(const c10::Stream&) const override {
-    if (runtime_ready()) check(tpuc_client_synchronize(client()));
+    if (runtime_ready()) synchronize_all();
   }
 
  private:

@@ -88,6 +88,50 @@ py::dict cache_stats() {
   return d;
 }
 
+py::dict fused_stats() {
+  tpuc_fused_stats s;
+  tpuc_fused_get_stats(&s);
+  py::dict d;
+  d["ops_recorded"] = s.ops_recorded;
+  d["segments"] = s.segments;
+  d["segments_dropped"] = s.segments_dropped;
+  d["ops_run"] = s.ops_run;
+  d["outputs"] = s.outputs;
+  d["compiles"] = s.compiles;
+  d["table_hits"] = s.table_hits;
+  d["cache_hits"] = s.cache_hits;
+  d["disk_hits"] = s.disk_hits;
+  d["recompiles"] = s.recompiles;
+  d["compile_seconds"] = s.compile_seconds;
+  py::dict why;
+  for (int r = 0; r < TPUC_FUSED_REASONS; r++)
+    why[tpuc_fused_reason_name((tpuc_fused_reason)r)] = s.by_reason[r];
+  d["by_reason"] = why;
+  return d;
+}
+
+py::list fused_events() {
+  std::vector<tpuc_fused_event> ev(256);
+  size_t n = tpuc_fused_events(ev.data(), ev.size());
+  static const char* kSource[] = {"program table", "compiled",
+                                  "compile cache (memory)",
+                                  "compile cache (disk)"};
+  py::list out;
+  for (size_t i = 0; i < n; i++) {
+    py::dict d;
+    d["reason"] = tpuc_fused_reason_name(ev[i].reason);
+    d["ops"] = ev[i].ops;
+    d["outputs"] = ev[i].outputs;
+    d["ran"] = !ev[i].dropped;
+    d["program"] = ev[i].dropped ? "" : kSource[ev[i].source & 3];
+    d["seconds"] = ev[i].seconds;
+    d["first_op"] = ev[i].first_op;
+    d["changed"] = ev[i].changed;
+    out.append(d);
+  }
+  return out;
+}
+
 void set_fallback_mode(const std::string& mode) {
   if (mode == "warn")
     tpuc_fallback_set_mode(TPUC_FALLBACK_WARN);
@@ -119,8 +163,37 @@ PYBIND11_MODULE(_C, m) {
         [](int d) { set_current_device(static_cast<c10::DeviceIndex>(d)); });
   m.def("synchronize", [] {
     py::gil_scoped_release release;
-    check(tpuc_client_synchronize(client()));
+    synchronize_all();
   });
+  m.def("eager_mode", [] {
+    return std::string(tpuc_eager_mode_name(tpuc_eager_mode_current()));
+  });
+  m.def("eager_mode_global", [] {
+    return std::string(tpuc_eager_mode_name(tpuc_eager_mode_global()));
+  });
+  m.def("eager_thread_override", [] {
+    int m = tpuc_eager_thread_override();
+    return m < 0 ? std::string()
+                 : std::string(tpuc_eager_mode_name((tpuc_eager_mode)m));
+  });
+  m.def("set_eager_mode", [](const std::string& mode, bool thread) {
+    int m = mode.empty() && thread ? -1 : tpuc_eager_mode_parse(mode.c_str());
+    TORCH_CHECK_VALUE(m >= 0 || (thread && mode.empty()),
+                      "eager mode must be 'debug', 'strict' or 'fused', got '",
+                      mode, "'");
+    py::gil_scoped_release release;
+    if (thread)
+      check(tpuc_eager_set_thread_override(m));
+    else
+      check(tpuc_eager_set_global((tpuc_eager_mode)m));
+  });
+  m.def("fused_flush", [] {
+    py::gil_scoped_release release;
+    check(tpuc_fused_flush(client(), TPUC_FUSED_SYNC));
+  });
+  m.def("fused_stats", &fused_stats);
+  m.def("fused_events", &fused_events);
+  m.def("fused_reset_stats", [] { tpuc_fused_reset_stats(); });
   m.def("plugin_info", &plugin_info);
   m.def("device_info", &device_info);
   m.def("memory_stats", &memory_stats);

@@ -31,6 +31,10 @@ tpuc_storage* storage_of(const at::Tensor& tensor);
 // (storage, dtype, sizes, strides, offset) of a tpu tensor.
 tpuc_view view_of(const at::Tensor& tensor);
 
+// Runs what fused mode recorded and waits for all work on the device
+// (torch.tpu.synchronize, stream/event synchronization).
+void synchronize_all();
+
 // TPUC_LAUNCH_BLOCKING=1 (read once): every op waits for its result, so
 // errors surface at the failing op (the synchronous debug mode).
 bool launch_blocking();

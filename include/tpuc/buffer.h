@@ -61,6 +61,36 @@ bool tpuc_buffer_is_deleted(const tpuc_buffer* buffer);
 
 void tpuc_buffer_retain(tpuc_buffer* buffer);
 void tpuc_buffer_release(tpuc_buffer* buffer);
+/* Current reference count (for liveness decisions of the fused mode). */
+int tpuc_buffer_refs(const tpuc_buffer* buffer);
+
+/* ---- Lazy buffers (fused eager, shared/DESIGN.md "Deferred op graph") ----
+ * A lazy buffer has a type but no value yet: a recorded segment (`owner`)
+ * will compute it. Anything that needs the value (a read, an execution that
+ * takes it) first asks the materializer to compute the owner's segment.
+ * Metadata (dtype, dims) is known at once. */
+tpuc_status* tpuc_buffer_lazy(tpuc_client* client, int device,
+                              tpuc_dtype dtype, const int64_t* dims, int rank,
+                              void* owner, int64_t tag, tpuc_buffer** out);
+/* The segment that will compute the buffer (NULL once it has a value) and
+ * the producer's tag in it. */
+void* tpuc_buffer_lazy_owner(const tpuc_buffer* buffer);
+int64_t tpuc_buffer_lazy_tag(const tpuc_buffer* buffer);
+void tpuc_buffer_set_lazy_tag(tpuc_buffer* buffer, int64_t tag);
+/* Gives lazy `buffer` the value of `value` (same type; takes over value's
+ * device memory and consumes the reference). */
+void tpuc_buffer_lazy_fill(tpuc_buffer* buffer, tpuc_buffer* value);
+/* Marks lazy `buffer` as failed: reads report `code` / `message`. */
+void tpuc_buffer_lazy_fail(tpuc_buffer* buffer, tpuc_code code,
+                           const char* message);
+/* How lazy buffers are computed: `fn(buffer, owner)` must leave `buffer`
+ * filled or failed. Set once by the op layer. */
+typedef tpuc_status* (*tpuc_lazy_materializer)(tpuc_buffer* buffer,
+                                               void* owner);
+void tpuc_buffer_set_materializer(tpuc_lazy_materializer fn);
+/* Computes the value of a lazy buffer now (no-op for others); the error of
+ * a failed computation otherwise. */
+tpuc_status* tpuc_buffer_ensure(tpuc_buffer* buffer);
 
 #ifdef __cplusplus
 }

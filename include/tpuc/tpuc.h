@@ -5,6 +5,7 @@
 #include "tpuc/buffer.h"
 #include "tpuc/client.h"
 #include "tpuc/dtype.h"
+#include "tpuc/eager.h"
 #include "tpuc/event.h"
 #include "tpuc/executable.h"
 #include "tpuc/fallback.h"

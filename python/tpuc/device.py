@@ -295,3 +295,107 @@ def stream(s):
 backends = types.ModuleType("torch.backends.tpu")
 backends.is_available = is_available
 backends.is_built = lambda: True
+
+
+# ---------------------------------------------------------------- eager modes
+
+EAGER_MODES = ("debug", "strict", "fused")
+
+
+def get_eager_mode():
+    """The eager mode of the calling thread: 'debug' (each op runs and is
+    waited for; errors at the failing op), 'strict' (each op runs
+    asynchronously) or 'fused' (ops are recorded and run as fused
+    segments). Set by TPUC_EAGER_MODE, set_eager_mode or eager_mode()."""
+    _lazy_init()
+    return _C().eager_mode()
+
+
+def set_eager_mode(mode, thread_local=False):
+    """Sets the eager mode for the process, or with ``thread_local=True``
+    for the calling thread only (``mode=None`` then clears the thread's
+    choice). Leaving 'fused' runs what was recorded."""
+    _lazy_init()
+    if mode is None and not thread_local:
+        raise ValueError("eager mode must be 'debug', 'strict' or 'fused', got None")
+    _C().set_eager_mode("" if mode is None else str(mode), bool(thread_local))
+
+
+class eager_mode(contextlib.ContextDecorator):
+    """``with torch.tpu.eager_mode("fused"): ...`` or ``@torch.tpu.eager_mode("debug")``:
+    the mode for the calling thread inside the block or function."""
+
+    def __init__(self, mode):
+        if mode not in EAGER_MODES:
+            raise ValueError(f"eager mode must be 'debug', 'strict' or 'fused', got {mode!r}")
+        self.mode = mode
+        self._saved = []
+
+    def __enter__(self):
+        _lazy_init()
+        self._saved.append(_C().eager_thread_override())
+        _C().set_eager_mode(self.mode, True)
+        return self
+
+    def __exit__(self, *exc):
+        prev = self._saved.pop()
+        _C().set_eager_mode(prev, True)
+        return False
+
+
+def fused_stats():
+    """Counters of fused mode since the last reset: ops recorded, segments
+    run and dropped (no live result), ops and results per run, segment
+    programs compiled vs found in the caches, recompiles, compile seconds,
+    and segments per reason."""
+    _lazy_init()
+    return dict(_C().fused_stats())
+
+
+def fused_log():
+    """The most recent fused segments (oldest first): why each ran, its ops
+    and live results, whether its program was compiled or found, and for a
+    recompile what changed in its key."""
+    _lazy_init()
+    return list(_C().fused_events())
+
+
+def fused_summary():
+    """One line per reason segments ran, e.g.
+    ``repeated op sequence: 12 segments, 96 ops/segment, 1 compiled, 11 cached``."""
+    lines = []
+    by = {}
+    for e in fused_log():
+        r = by.setdefault(e["reason"], {"n": 0, "ops": 0, "compiled": 0, "cached": 0, "dropped": 0})
+        r["n"] += 1
+        r["ops"] += e["ops"]
+        if not e["ran"]:
+            r["dropped"] += 1
+        elif e["program"] == "compiled":
+            r["compiled"] += 1
+        else:
+            r["cached"] += 1
+    for reason, r in by.items():
+        lines.append(
+            f"{reason}: {r['n']} segments, {r['ops'] / r['n']:.0f} ops/segment, "
+            f"{r['compiled']} compiled, {r['cached']} cached, {r['dropped']} dropped (nothing live)"
+        )
+    return "\n".join(lines)
+
+
+def fused_reset_stats():
+    """Clears fused_stats() and fused_log()."""
+    _lazy_init()
+    _C().fused_reset_stats()
+
+
+def compile_cache_stats():
+    """The compilation cache: hits per tier, misses, compile seconds, bytes."""
+    _lazy_init()
+    return dict(_C().compile_cache_stats())
+
+
+def compile_cache_clear(disk=False):
+    """Drops the in-memory tier (and with ``disk=True`` the on-disk entries)."""
+    _lazy_init()
+    _C().compile_cache_clear(bool(disk))

@@ -2,6 +2,7 @@
 #ifndef TPUC_SRC_OPS_OPS_INTERNAL_H_
 #define TPUC_SRC_OPS_OPS_INTERNAL_H_
 
+#include "common/fingerprint.h"
 #include "tpuc/tpuc.h"
 
 #define OP_MAX_ARGS 16
@@ -90,6 +91,25 @@ extern const char* const op_complex_math[];
 extern const char* const op_complex_special[];
 extern const char* const op_complex_linalg[];
 extern const char* const op_complex_random[];
+
+/* ---- fused eager (fused.c) ---- */
+
+/* A per-call program's text, shared by the program table and recorded
+ * nodes (reference counted). fz_text_make takes over `text`. */
+typedef struct fz_text fz_text;
+fz_text* fz_text_make(char* text, size_t len, tpuc_fingerprint fp);
+void fz_text_retain(fz_text* t);
+void fz_text_release(fz_text* t);
+const char* fz_text_str(const fz_text* t, size_t* len);
+/* Records one call of a per-call program in the open segment of `device`:
+ * its input buffers, its outputs' types (the argument check last when
+ * has_check). Returns lazy buffers for the outputs before the check, which
+ * the caller owns. UNIMPLEMENTED: run the call now instead. */
+tpuc_status* fz_record(tpuc_client* client, int device, fz_text* prog,
+                       const char* name, tpuc_buffer* const* in, size_t nin,
+                       const tpuc_hlo_type* out_types, size_t nout,
+                       bool has_check, tpuc_code check_code,
+                       const char* check_msg, tpuc_buffer** outs);
 
 /* ---- helpers for lowerings ---- */
 

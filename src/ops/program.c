@@ -8,6 +8,7 @@
 
 #include "common/fingerprint.h"
 #include "ops/ops_internal.h"
+#include "tpuc/eager.h"
 
 #define TRY(expr) TPUC_RETURN_IF_ERROR(expr)
 
@@ -383,8 +384,11 @@ typedef struct {
   tpuc_fingerprint fp;
   tpuc_client* client;
   tpuc_executable* exe;
+  fz_text* text; /* the program, for fused segments */
   size_t nouts;
   tpuc_hlo_type out_types[OP_MAX_OUTS];
+  /* The program's outputs (bytes of the defined results, the check). */
+  tpuc_hlo_type exec_types[OP_MAX_OUTS + 1];
   /* The program has one more output: the lowering's argument check. */
   bool has_check;
   tpuc_code check_code;
@@ -493,6 +497,7 @@ static prog_entry* prog_find(tpuc_client* client, const keybuf* k,
           e->key_len == k->len && memcmp(e->key, k->buf, k->len) == 0) {
         *copy = *e;
         tpuc_executable_retain(e->exe);
+        fz_text_retain(e->text);
         hit = copy;
         break;
       }
@@ -513,9 +518,33 @@ static void on_client_destroy(tpuc_client* client, void* user) {
  * memory and code mappings (a process has at most vm.max_map_count). */
 #define OP_PROGRAM_CACHE_MAX 2048
 
+/* Gives the entry of `k` the executable compiled for it later (an entry
+ * recorded in fused mode has none until a call runs by itself). */
+static void prog_set_exe(tpuc_client* client, const keybuf* k,
+                         tpuc_fingerprint fp, tpuc_executable* exe) {
+  pthread_mutex_lock(&g_prog_mu);
+  if (g_progs_cap > 0) {
+    size_t mask = g_progs_cap - 1;
+    for (size_t i = (size_t)fp.lo & mask; g_progs[i].key; i = (i + 1) & mask) {
+      prog_entry* e = &g_progs[i];
+      if (e->fp.lo == fp.lo && e->fp.hi == fp.hi && e->client == client &&
+          e->key_len == k->len && memcmp(e->key, k->buf, k->len) == 0) {
+        if (e->exe == NULL) {
+          tpuc_executable_retain(exe);
+          e->exe = exe;
+        }
+        break;
+      }
+    }
+  }
+  pthread_mutex_unlock(&g_prog_mu);
+}
+
 static void prog_insert(tpuc_client* client, const keybuf* k,
-                        tpuc_fingerprint fp, tpuc_executable* exe, size_t nouts,
-                        const tpuc_hlo_type* types, const op_ctx* c) {
+                        tpuc_fingerprint fp, tpuc_executable* exe,
+                        fz_text* text, size_t nouts,
+                        const tpuc_hlo_type* types,
+                        const tpuc_hlo_type* exec_types, const op_ctx* c) {
   pthread_mutex_lock(&g_prog_mu);
   if (g_progs_count >= OP_PROGRAM_CACHE_MAX) {
     prog_entry* old = g_progs;
@@ -526,6 +555,7 @@ static void prog_insert(tpuc_client* client, const keybuf* k,
     for (size_t i = 0; i < cap; i++) {
       if (old[i].key == NULL) continue;
       tpuc_executable_release(old[i].exe);
+      fz_text_release(old[i].text);
       free(old[i].key);
     }
     free(old);
@@ -560,8 +590,11 @@ static void prog_insert(tpuc_client* client, const keybuf* k,
     e->client = client;
     e->exe = exe;
     tpuc_executable_retain(exe);
+    e->text = text;
+    fz_text_retain(text);
     e->nouts = nouts;
     memcpy(e->out_types, types, sizeof(tpuc_hlo_type) * nouts);
+    memcpy(e->exec_types, exec_types, sizeof e->exec_types);
     e->has_check = c->has_check;
     e->check_code = c->check_code;
     e->check_msg = c->check_msg;
@@ -612,6 +645,7 @@ void tpuc_op_cache_clear(tpuc_client* client) {
   for (size_t i = 0; i < ngone; i++) {
     if (gone[i].key == NULL) continue;
     tpuc_executable_release(gone[i].exe);
+    fz_text_release(gone[i].text);
     free(gone[i].key);
   }
   free(gone);
@@ -854,8 +888,10 @@ static bool call_has_complex(const op_ctx* c) {
 
 /* Builds, prints and compiles the program of one call. */
 static tpuc_status* build_program(tpuc_client* client, const op_entry* e,
-                                  op_ctx* c, tpuc_executable** exe,
-                                  tpuc_hlo_type* out_types) {
+                                  op_ctx* c, tpuc_fingerprint fp,
+                                  bool compile, tpuc_executable** exe,
+                                  fz_text** kept, tpuc_hlo_type* out_types,
+                                  tpuc_hlo_type* exec_types) {
   if (call_has_complex(c) && !complex_ok(e->name))
     return unimpl("complex tensors run on the CPU for this op");
   tpuc_hlo_module* m = NULL;
@@ -951,14 +987,22 @@ static tpuc_status* build_program(tpuc_client* client, const op_entry* e,
     st = to_bytes(c->fn, c->check, &pt, &bytes[nret]);
     nret++;
   }
+  for (size_t k = 0; st == NULL && k < nret; k++)
+    st = tpuc_hlo_value_type(c->fn, bytes[k], &exec_types[k]);
   if (st == NULL) st = tpuc_hlo_return(c->fn, bytes, nret);
   char* text = NULL;
   size_t len = 0;
   if (st == NULL) st = tpuc_hlo_module_print(m, &text, &len);
   tpuc_hlo_module_destroy(m);
-  if (st == NULL) st = tpuc_compile(client, text, len, NULL, exe, NULL);
-  free(text);
-  return st;
+  /* Fused mode only needs the text: the call runs inside a segment. */
+  if (st == NULL && compile)
+    st = tpuc_compile(client, text, len, NULL, exe, NULL);
+  if (st != NULL) {
+    free(text);
+    return st;
+  }
+  *kept = fz_text_make(text, len, fp);
+  return NULL;
 }
 
 /* One program of a call: phase 0 for ordinary ops; dynamic-shape ops run
@@ -977,13 +1021,18 @@ static tpuc_status* run_phase(tpuc_client* client, int device, int index,
   tpuc_fingerprint fp = tpuc_fingerprint_bytes(zero, key.buf, key.len);
   prog_entry hit;
   tpuc_executable* exe = NULL;
+  fz_text* text = NULL;
   size_t nouts = 0;
   tpuc_hlo_type out_types[OP_MAX_OUTS];
+  tpuc_hlo_type exec_types[OP_MAX_OUTS + 1];
   bool has_check = false;
   tpuc_code check_code = TPUC_OK;
   const char* check_msg = NULL;
+  tpuc_eager_mode mode = tpuc_eager_mode_current();
   if (!key.overflow && prog_find(client, &key, fp, &hit) != NULL) {
     exe = hit.exe;
+    memcpy(exec_types, hit.exec_types, sizeof exec_types);
+    text = hit.text;
     nouts = hit.nouts;
     memcpy(out_types, hit.out_types, sizeof(tpuc_hlo_type) * nouts);
     has_check = hit.has_check;
@@ -998,7 +1047,9 @@ static tpuc_status* run_phase(tpuc_client* client, int device, int index,
     c.random = tpuc_op_is_random(index);
     c.phase = phase;
     if (phase == 2) memcpy(c.dyn, dyn, sizeof c.dyn);
-    tpuc_status* st = build_program(client, e, &c, &exe, out_types);
+    tpuc_status* st =
+        build_program(client, e, &c, fp, mode != TPUC_EAGER_FUSED, &exe,
+                      &text, out_types, exec_types);
     if (st != NULL) return tpuc_status_annotate(st, "%s", e->name);
     nouts = c.nouts;
     has_check = c.has_check;
@@ -1008,12 +1059,14 @@ static tpuc_status* run_phase(tpuc_client* client, int device, int index,
       tpuc_status* reg =
           tpuc_client_on_destroy(client, on_client_destroy, NULL);
       if (reg == NULL)
-        prog_insert(client, &key, fp, exe, nouts, out_types, &c);
+        prog_insert(client, &key, fp, exe, text, nouts, out_types,
+                    exec_types, &c);
       tpuc_status_free(reg);
     }
   }
   if (nouts > max_results) {
-    tpuc_executable_release(exe);
+    if (exe != NULL) tpuc_executable_release(exe);
+    fz_text_release(text);
     return tpuc_status_make(TPUC_INVALID_ARGUMENT,
                             "%s has %zu results, room for %zu", e->name, nouts,
                             max_results);
@@ -1037,12 +1090,43 @@ static tpuc_status* run_phase(tpuc_client* client, int device, int index,
   size_t ndef = 0;
   for (size_t k = 0; k < nouts; k++) ndef += out_types[k].rank >= 0;
   size_t nexec = ndef + (has_check ? 1 : 0);
-  if (st == NULL)
+  bool recorded = false;
+  if (st == NULL && mode == TPUC_EAGER_FUSED && text != NULL) {
+    /* Fused: record the call; it runs later as part of a segment. */
+    st = fz_record(client, device, text, e->name, r.in, r.nin, exec_types,
+                   nexec, has_check, check_code, check_msg, outs);
+    recorded = st == NULL;
+    if (st != NULL && tpuc_status_code(st) == TPUC_UNIMPLEMENTED) {
+      tpuc_status_free(st);
+      st = NULL;
+    }
+  }
+  if (st == NULL && !recorded && exe == NULL) {
+    /* A program first built in fused mode runs by itself now. */
+    size_t len = 0;
+    const char* t = fz_text_str(text, &len);
+    st = t ? tpuc_compile(client, t, len, NULL, &exe, NULL)
+           : tpuc_status_make(TPUC_INTERNAL, "program without text");
+    if (st == NULL && !key.overflow) prog_set_exe(client, &key, fp, exe);
+  }
+  if (st == NULL && !recorded)
     st = tpuc_execute(exe, device, r.in, r.nin, NULL, outs, nexec);
-  tpuc_executable_release(exe);
+  if (st == NULL && !recorded && mode == TPUC_EAGER_DEBUG) {
+    /* Debug: wait for the op, so its errors are reported here. */
+    for (size_t k = 0; st == NULL && k < nexec; k++) {
+      tpuc_event* ev = NULL;
+      st = tpuc_buffer_ready_event(outs[k], &ev);
+      if (st == NULL) st = tpuc_event_await(ev);
+      if (ev != NULL) tpuc_event_destroy(ev);
+    }
+    if (st != NULL)
+      for (size_t k = 0; k < nexec; k++) tpuc_buffer_release(outs[k]);
+  }
+  if (exe != NULL) tpuc_executable_release(exe);
+  fz_text_release(text);
   release_inputs(&r);
   if (st != NULL) return tpuc_status_annotate(st, "%s", e->name);
-  if (has_check) {
+  if (has_check && !recorded) {
     uint8_t bad = 0;
     st = tpuc_buffer_to_host(outs[ndef], &bad, 1);
     tpuc_buffer_release(outs[ndef]);

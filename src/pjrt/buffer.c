@@ -155,6 +155,7 @@ tpuc_status* tpuc_buffer_from_host(tpuc_client* client, int device,
 static tpuc_status* check_readable(tpuc_buffer* b, void* dst, size_t size) {
   if (b == NULL)
     return tpuc_status_make(TPUC_INVALID_ARGUMENT, "buffer is NULL");
+  TPUC_RETURN_IF_ERROR(tpuc_buffer_ensure(b));
   if (tpuc_buffer_is_deleted(b))
     return tpuc_status_make(TPUC_FAILED_PRECONDITION,
                             "buffer was donated to an execution and can no "
@@ -198,6 +199,7 @@ tpuc_status* tpuc_buffer_to_host(tpuc_buffer* b, void* dst, size_t size) {
 tpuc_status* tpuc_buffer_ready_event(tpuc_buffer* b, tpuc_event** out) {
   if (b == NULL || out == NULL)
     return tpuc_status_make(TPUC_INVALID_ARGUMENT, "buffer or out is NULL");
+  TPUC_RETURN_IF_ERROR(tpuc_buffer_ensure(b));
   const PJRT_Api* api = b->client->api;
   PJRT_Buffer_ReadyEvent_Args a = {0};
   a.struct_size = sizeof a;
@@ -225,6 +227,7 @@ int tpuc_buffer_device(const tpuc_buffer* b) { return b ? b->device : -1; }
 
 bool tpuc_buffer_is_deleted(const tpuc_buffer* b) {
   if (b == NULL) return true;
+  if (b->pjrt == NULL) return false; /* lazy or failed: never donated */
   PJRT_Buffer_IsDeleted_Args a = {0};
   a.struct_size = sizeof a;
   a.buffer = b->pjrt;
@@ -242,8 +245,84 @@ void tpuc_buffer_retain(tpuc_buffer* b) {
 
 void tpuc_buffer_release(tpuc_buffer* b) {
   if (b == NULL || atomic_fetch_sub(&b->refs, 1) != 1) return;
-  tpuc_pjrt_buffer_destroy(b->client->api, b->pjrt);
+  if (b->pjrt != NULL) tpuc_pjrt_buffer_destroy(b->client->api, b->pjrt);
+  free(b->error_msg);
   free(b);
+}
+
+int tpuc_buffer_refs(const tpuc_buffer* b) {
+  return b ? atomic_load(&((tpuc_buffer*)b)->refs) : 0;
+}
+
+/* ------------------------------ lazy buffers ----------------------------- */
+
+static _Atomic(tpuc_lazy_materializer) g_materializer = NULL;
+
+void tpuc_buffer_set_materializer(tpuc_lazy_materializer fn) {
+  atomic_store(&g_materializer, fn);
+}
+
+tpuc_status* tpuc_buffer_lazy(tpuc_client* client, int device,
+                              tpuc_dtype dtype, const int64_t* dims, int rank,
+                              void* owner, int64_t tag, tpuc_buffer** out) {
+  int64_t n = 0;
+  TPUC_RETURN_IF_ERROR(
+      check_new_buffer(client, device, dtype, dims, rank, out, &n));
+  tpuc_buffer* b = calloc(1, sizeof *b);
+  if (b == NULL)
+    return tpuc_status_make(TPUC_RESOURCE_EXHAUSTED, "out of host memory");
+  atomic_init(&b->refs, 1);
+  b->client = client;
+  b->device = device;
+  b->dtype = dtype;
+  b->rank = rank;
+  if (rank > 0) memcpy(b->dims, dims, sizeof(int64_t) * (size_t)rank);
+  atomic_init(&b->lazy_owner, owner);
+  b->lazy_tag = tag;
+  *out = b;
+  return NULL;
+}
+
+void* tpuc_buffer_lazy_owner(const tpuc_buffer* b) {
+  return b ? atomic_load(&((tpuc_buffer*)b)->lazy_owner) : NULL;
+}
+int64_t tpuc_buffer_lazy_tag(const tpuc_buffer* b) { return b ? b->lazy_tag : -1; }
+void tpuc_buffer_set_lazy_tag(tpuc_buffer* b, int64_t tag) {
+  if (b) b->lazy_tag = tag;
+}
+
+void tpuc_buffer_lazy_fill(tpuc_buffer* b, tpuc_buffer* value) {
+  b->pjrt = value->pjrt;
+  value->pjrt = NULL;
+  tpuc_buffer_release(value);
+  atomic_store(&b->lazy_owner, NULL);
+}
+
+void tpuc_buffer_lazy_fail(tpuc_buffer* b, tpuc_code code,
+                           const char* message) {
+  b->error_code = code;
+  free(b->error_msg);
+  b->error_msg = strdup(message ? message : "the fused segment failed");
+  atomic_store(&b->lazy_owner, NULL);
+}
+
+tpuc_status* tpuc_buffer_ensure(tpuc_buffer* b) {
+  if (b == NULL) return NULL;
+  void* owner = atomic_load(&b->lazy_owner);
+  if (owner != NULL) {
+    tpuc_lazy_materializer fn = atomic_load(&g_materializer);
+    if (fn == NULL)
+      return tpuc_status_make(TPUC_INTERNAL, "lazy buffer without a "
+                              "materializer");
+    TPUC_RETURN_IF_ERROR(fn(b, owner));
+    if (atomic_load(&b->lazy_owner) != NULL)
+      return tpuc_status_make(TPUC_INTERNAL, "a lazy buffer was not computed");
+  }
+  if (b->pjrt == NULL)
+    return tpuc_status_make(b->error_code ? b->error_code : TPUC_INTERNAL,
+                            "%s", b->error_msg ? b->error_msg
+                                               : "buffer has no value");
+  return NULL;
 }
 
 tpuc_status* tpuc_buffer_from_error(tpuc_client* client, int device,

@@ -188,6 +188,9 @@ tpuc_status* tpuc_execute(tpuc_executable* e, int device,
     return tpuc_status_make(TPUC_INVALID_ARGUMENT, "executable is NULL");
   if ((num_args > 0 && args == NULL) || (num_outputs > 0 && outputs == NULL))
     return tpuc_status_make(TPUC_INVALID_ARGUMENT, "args or outputs is NULL");
+  for (size_t i = 0; i < num_args; i++)
+    TPUC_RETURN_IF_ERROR(tpuc_status_annotate(tpuc_buffer_ensure(args[i]),
+                                              "argument %zu", i));
   TPUC_RETURN_IF_ERROR(check_args(e, device, args, num_args, num_outputs));
   tpuc_client* c = e->client;
   const PJRT_Api* api = c->api;

@@ -65,7 +65,15 @@ struct tpuc_client {
 struct tpuc_buffer {
   atomic_int refs;
   tpuc_client* client;
+  /* NULL while the buffer is lazy (its value not computed yet) and after a
+   * lazy computation failed (error_msg then says why). */
   PJRT_Buffer* pjrt;
+  /* Lazy buffers (fused eager): the recorded segment that will compute the
+   * value, and the producer's position in it; NULL once computed. */
+  void* _Atomic lazy_owner;
+  int64_t lazy_tag;
+  tpuc_code error_code;
+  char* error_msg;
   tpuc_dtype dtype;
   int rank;
   int device;

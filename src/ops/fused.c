@@ -1,0 +1,879 @@
+/* Eager modes and the fused mode's deferred op graph (tpuc/eager.h).
+ *
+ * In fused mode an op call does not run: program.c hands its per-call
+ * program (StableHLO text, compiled through the cache as in strict mode),
+ * its input buffers and its output types to fz_record, which appends a node
+ * to the open segment of the device and returns lazy output buffers
+ * (tpuc/buffer.h). A segment runs as ONE program, composed from the nodes'
+ * programs (each becomes a private function of the module, @main calls them
+ * in order), when something needs one of its values, on flush, at a size
+ * limit, or when the op sequence starts repeating (a training step). Only
+ * results that something still holds become program outputs. The composed
+ * program is found by a fingerprint of the segment (the nodes' program
+ * keys, how they are wired, which results are live), never of values, so a
+ * repeated step compiles once and replays. */
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/fingerprint.h"
+#include "ops/ops_internal.h"
+#include "tpuc/eager.h"
+
+#define TRY(expr) TPUC_RETURN_IF_ERROR(expr)
+
+/* ------------------------------- modes ---------------------------------- */
+
+static atomic_int g_mode = -1; /* -1: not read from the environment yet */
+static _Thread_local int t_override = -1;
+
+int tpuc_eager_mode_parse(const char* name) {
+  if (name == NULL) return -1;
+  if (strcmp(name, "debug") == 0) return TPUC_EAGER_DEBUG;
+  if (strcmp(name, "strict") == 0) return TPUC_EAGER_STRICT;
+  if (strcmp(name, "fused") == 0) return TPUC_EAGER_FUSED;
+  return -1;
+}
+
+const char* tpuc_eager_mode_name(tpuc_eager_mode m) {
+  switch (m) {
+    case TPUC_EAGER_DEBUG: return "debug";
+    case TPUC_EAGER_STRICT: return "strict";
+    case TPUC_EAGER_FUSED: return "fused";
+  }
+  return "?";
+}
+
+/* The default mode when TPUC_EAGER_MODE is not set (README explains why). */
+#define DEFAULT_MODE TPUC_EAGER_FUSED
+
+tpuc_eager_mode tpuc_eager_mode_global(void) {
+  int m = atomic_load(&g_mode);
+  if (m >= 0) return (tpuc_eager_mode)m;
+  int from_env = tpuc_eager_mode_parse(getenv("TPUC_EAGER_MODE"));
+  const char* blocking = getenv("TPUC_LAUNCH_BLOCKING");
+  if (from_env < 0 && blocking != NULL && strcmp(blocking, "1") == 0)
+    from_env = TPUC_EAGER_DEBUG;
+  if (from_env < 0) from_env = DEFAULT_MODE;
+  int expected = -1;
+  atomic_compare_exchange_strong(&g_mode, &expected, from_env);
+  return (tpuc_eager_mode)atomic_load(&g_mode);
+}
+
+tpuc_eager_mode tpuc_eager_mode_current(void) {
+  return t_override >= 0 ? (tpuc_eager_mode)t_override
+                         : tpuc_eager_mode_global();
+}
+
+int tpuc_eager_thread_override(void) { return t_override; }
+
+static bool valid_mode(int m) {
+  return m == TPUC_EAGER_DEBUG || m == TPUC_EAGER_STRICT ||
+         m == TPUC_EAGER_FUSED;
+}
+
+tpuc_status* tpuc_eager_set_global(tpuc_eager_mode mode) {
+  if (!valid_mode((int)mode))
+    return tpuc_status_make(TPUC_INVALID_ARGUMENT,
+                            "eager mode must be debug, strict or fused");
+  tpuc_eager_mode before = tpuc_eager_mode_global();
+  atomic_store(&g_mode, (int)mode);
+  if (before == TPUC_EAGER_FUSED && mode != TPUC_EAGER_FUSED)
+    return tpuc_fused_flush(NULL, TPUC_FUSED_MODE);
+  return NULL;
+}
+
+tpuc_status* tpuc_eager_set_thread_override(int mode) {
+  if (mode != -1 && !valid_mode(mode))
+    return tpuc_status_make(TPUC_INVALID_ARGUMENT,
+                            "eager mode must be debug, strict or fused");
+  bool was_fused = tpuc_eager_mode_current() == TPUC_EAGER_FUSED;
+  t_override = mode;
+  if (was_fused && tpuc_eager_mode_current() != TPUC_EAGER_FUSED)
+    return tpuc_fused_flush(NULL, TPUC_FUSED_MODE);
+  return NULL;
+}
+
+const char* tpuc_fused_reason_name(tpuc_fused_reason r) {
+  switch (r) {
+    case TPUC_FUSED_VALUE: return "value needed";
+    case TPUC_FUSED_SYNC: return "synchronize";
+    case TPUC_FUSED_LIMIT: return "size limit";
+    case TPUC_FUSED_REPEAT: return "repeated op sequence";
+    case TPUC_FUSED_MODE: return "mode change";
+    case TPUC_FUSED_CHECK: return "argument check";
+    default: return "?";
+  }
+}
+
+/* --------------------------- program texts ------------------------------ */
+
+struct fz_text {
+  atomic_int refs;
+  tpuc_fingerprint fp;
+  char* text;
+  size_t len;
+};
+
+fz_text* fz_text_make(char* text, size_t len, tpuc_fingerprint fp) {
+  fz_text* t = calloc(1, sizeof *t);
+  if (t == NULL) {
+    free(text);
+    return NULL;
+  }
+  atomic_init(&t->refs, 1);
+  t->fp = fp;
+  t->text = text;
+  t->len = len;
+  return t;
+}
+
+void fz_text_retain(fz_text* t) {
+  if (t) atomic_fetch_add(&t->refs, 1);
+}
+
+void fz_text_release(fz_text* t) {
+  if (t == NULL || atomic_fetch_sub(&t->refs, 1) != 1) return;
+  free(t->text);
+  free(t);
+}
+
+const char* fz_text_str(const fz_text* t, size_t* len) {
+  if (len) *len = t ? t->len : 0;
+  return t ? t->text : NULL;
+}
+
+/* ------------------------------ segments -------------------------------- */
+
+#define FZ_MAX_IN (OP_MAX_ARGS + OP_MAX_LIST + OP_MAX_OUTS + 1)
+#define FZ_MAX_OUT (OP_MAX_OUTS + 1)
+/* Lazy tags: node index * FZ_TAG + output index. */
+#define FZ_TAG 16
+
+typedef struct {
+  fz_text* prog;
+  const char* name;
+  uint32_t nin, nout;
+  tpuc_buffer* in[FZ_MAX_IN]; /* retained */
+  bool internal[FZ_MAX_IN];   /* produced by an earlier node of the segment */
+  tpuc_buffer* out[FZ_MAX_OUT]; /* lazy; the segment holds one reference */
+  uint32_t uses[FZ_MAX_OUT];    /* inputs of later nodes that read it */
+  bool has_check;               /* the last output is the argument check */
+  tpuc_code check_code;
+  const char* check_msg;
+} fz_node;
+
+typedef struct fz_seg {
+  tpuc_client* client;
+  int device;
+  fz_node* nodes;
+  size_t n, cap;
+  tpuc_fingerprint fp; /* of the nodes' programs and their wiring */
+} fz_seg;
+
+/* All fused state is under one recursive lock (a segment's run may need the
+ * value of another device's segment). */
+static pthread_mutex_t g_mu;
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
+#define FZ_MAX_OPEN 16
+static fz_seg* g_open[FZ_MAX_OPEN];
+static size_t g_nopen;
+/* An error of a segment that ran without anybody waiting for it: reported
+ * at the next flush. */
+static tpuc_status* g_pending_error;
+
+static tpuc_fused_stats g_stats;
+#define FZ_EVENTS 256
+static tpuc_fused_event g_events[FZ_EVENTS];
+static size_t g_nevents; /* total ever logged */
+
+static tpuc_status* materialize(tpuc_buffer* b, void* owner);
+
+static void init_once(void) {
+  pthread_mutexattr_t a;
+  pthread_mutexattr_init(&a);
+  pthread_mutexattr_settype(&a, PTHREAD_MUTEX_RECURSIVE);
+  pthread_mutex_init(&g_mu, &a);
+  pthread_mutexattr_destroy(&a);
+  tpuc_buffer_set_materializer(materialize);
+}
+
+static void lock(void) {
+  pthread_once(&g_once, init_once);
+  pthread_mutex_lock(&g_mu);
+}
+static void unlock(void) { pthread_mutex_unlock(&g_mu); }
+
+static size_t env_size(const char* name, size_t dflt, size_t lo) {
+  const char* v = getenv(name);
+  if (v == NULL || *v == '\0') return dflt;
+  char* end = NULL;
+  unsigned long long n = strtoull(v, &end, 10);
+  if (end == v || n < lo) return dflt;
+  return (size_t)n;
+}
+
+static size_t max_ops(void) {
+  static size_t n = 0;
+  if (n == 0) n = env_size("TPUC_FUSED_MAX_OPS", 512, 2);
+  return n;
+}
+
+/* The shortest op sequence counted as a repeat (a step). */
+static size_t min_period(void) {
+  static size_t n = 0;
+  if (n == 0) n = env_size("TPUC_FUSED_MIN_PERIOD", 16, 2);
+  return n;
+}
+#define FZ_WINDOW 4
+
+static void on_client_destroy(tpuc_client* client, void* user);
+
+static fz_seg* open_segment(tpuc_client* client, int device, bool create) {
+  for (size_t i = 0; i < g_nopen; i++)
+    if (g_open[i]->client == client && g_open[i]->device == device)
+      return g_open[i];
+  if (!create || g_nopen == FZ_MAX_OPEN) return NULL;
+  tpuc_status* reg = tpuc_client_on_destroy(client, on_client_destroy, NULL);
+  if (reg != NULL) {
+    tpuc_status_free(reg);
+    return NULL;
+  }
+  fz_seg* s = calloc(1, sizeof *s);
+  if (s == NULL) return NULL;
+  s->client = client;
+  s->device = device;
+  g_open[g_nopen++] = s;
+  return s;
+}
+
+static void node_clear(fz_node* nd) {
+  for (uint32_t i = 0; i < nd->nin; i++) tpuc_buffer_release(nd->in[i]);
+  for (uint32_t k = 0; k < nd->nout; k++) tpuc_buffer_release(nd->out[k]);
+  fz_text_release(nd->prog);
+  memset(nd, 0, sizeof *nd);
+}
+
+/* The running fingerprint over node i: its program and its wiring. */
+static tpuc_fingerprint node_fp(tpuc_fingerprint fp, const fz_node* nd) {
+  fp = tpuc_fingerprint_bytes(fp, &nd->prog->fp, sizeof nd->prog->fp);
+  for (uint32_t i = 0; i < nd->nin; i++) {
+    int64_t w = nd->internal[i] ? tpuc_buffer_lazy_tag(nd->in[i]) : -1;
+    fp = tpuc_fingerprint_bytes(fp, &w, sizeof w);
+  }
+  return fp;
+}
+
+static void log_event(const tpuc_fused_event* e) {
+  g_events[g_nevents % FZ_EVENTS] = *e;
+  g_nevents++;
+}
+
+/* ------------------------- segment programs ----------------------------- */
+
+/* Composed programs, by segment fingerprint. */
+typedef struct {
+  tpuc_fingerprint key;
+  tpuc_client* client;
+  tpuc_executable* exe;
+} fz_prog;
+
+#define FZ_PROGS_MAX 512
+static fz_prog g_progs[FZ_PROGS_MAX];
+static size_t g_nprogs;
+
+/* What the last compiled segment of each op-name sequence looked like, to
+ * say what changed when the same sequence compiles again. */
+typedef struct {
+  tpuc_fingerprint names;
+  size_t n;
+  tpuc_fingerprint* node_fps; /* per node: program fingerprint */
+  tpuc_fingerprint key;
+} fz_shape;
+#define FZ_SHAPES 64
+static fz_shape g_shapes[FZ_SHAPES];
+static size_t g_nshapes;
+
+static tpuc_executable* prog_lookup(tpuc_client* client,
+                                    tpuc_fingerprint key) {
+  for (size_t i = 0; i < g_nprogs; i++)
+    if (g_progs[i].client == client && g_progs[i].key.lo == key.lo &&
+        g_progs[i].key.hi == key.hi) {
+      tpuc_executable_retain(g_progs[i].exe);
+      return g_progs[i].exe;
+    }
+  return NULL;
+}
+
+static void prog_remember(tpuc_client* client, tpuc_fingerprint key,
+                          tpuc_executable* exe) {
+  size_t slot = g_nprogs < FZ_PROGS_MAX ? g_nprogs++
+                                        : (size_t)(key.lo % FZ_PROGS_MAX);
+  if (g_progs[slot].exe != NULL) tpuc_executable_release(g_progs[slot].exe);
+  tpuc_executable_retain(exe);
+  g_progs[slot] = (fz_prog){key, client, exe};
+}
+
+typedef struct {
+  char* p;
+  size_t len, cap;
+  bool oom;
+} sbuf;
+
+static void sb_put(sbuf* b, const char* s, size_t n) {
+  if (b->oom) return;
+  if (b->len + n + 1 > b->cap) {
+    size_t cap = b->cap ? b->cap * 2 : 4096;
+    while (cap < b->len + n + 1) cap *= 2;
+    char* p = realloc(b->p, cap);
+    if (p == NULL) {
+      b->oom = true;
+      return;
+    }
+    b->p = p;
+    b->cap = cap;
+  }
+  memcpy(b->p + b->len, s, n);
+  b->len += n;
+  b->p[b->len] = '\0';
+}
+
+static void sb_printf(sbuf* b, const char* fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void sb_printf(sbuf* b, const char* fmt, ...) {
+  char tmp[512];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+  va_end(ap);
+  if (n < 0) return;
+  if ((size_t)n < sizeof tmp) {
+    sb_put(b, tmp, (size_t)n);
+    return;
+  }
+  char* big = malloc((size_t)n + 1);
+  if (big == NULL) {
+    b->oom = true;
+    return;
+  }
+  va_start(ap, fmt);
+  vsnprintf(big, (size_t)n + 1, fmt, ap);
+  va_end(ap);
+  sb_put(b, big, (size_t)n);
+  free(big);
+}
+
+static void sb_type(sbuf* b, const tpuc_buffer* buf) {
+  sb_put(b, "tensor<", 7);
+  const int64_t* d = tpuc_buffer_dims(buf);
+  for (int i = 0; i < tpuc_buffer_rank(buf); i++)
+    sb_printf(b, "%lldx", (long long)d[i]);
+  sb_printf(b, "%s>", tpuc_dtype_mlir_name(tpuc_buffer_dtype(buf)));
+}
+
+/* The composed module of nodes [0, n) of `s`: externals in node order,
+ * the live outputs (live[node * FZ_MAX_OUT + k]) returned in node order. */
+static tpuc_status* compose(const fz_seg* s, size_t n, const bool* live,
+                            char** text, size_t* len) {
+  sbuf b = {0};
+  sb_put(&b, "module @tpuc_fused {\n", 21);
+  static const char kHead[] = "  func.func public @main(";
+  /* One private function per distinct node program. */
+  for (size_t i = 0; i < n; i++) {
+    const fz_text* t = s->nodes[i].prog;
+    bool seen = false;
+    for (size_t j = 0; j < i && !seen; j++)
+      seen = s->nodes[j].prog->fp.lo == t->fp.lo &&
+             s->nodes[j].prog->fp.hi == t->fp.hi;
+    if (seen) continue;
+    const char* at = strstr(t->text, kHead);
+    size_t end = t->len;
+    if (at == NULL || end < 2 || t->text[end - 2] != '}') {
+      free(b.p);
+      return tpuc_status_make(TPUC_INTERNAL, "unexpected program text of %s",
+                              s->nodes[i].name);
+    }
+    char hex[33];
+    tpuc_fingerprint_hex(t->fp, hex);
+    sb_printf(&b, "  func.func private @p%s(", hex);
+    const char* body = at + sizeof kHead - 1;
+    sb_put(&b, body, (size_t)(t->text + end - 2 - body));
+  }
+  /* @main. */
+  sb_put(&b, kHead, sizeof kHead - 1);
+  size_t ext = 0;
+  for (size_t i = 0; i < n; i++) {
+    const fz_node* nd = &s->nodes[i];
+    for (uint32_t a = 0; a < nd->nin; a++) {
+      if (nd->internal[a]) continue;
+      sb_printf(&b, "%s%%e%zu: ", ext ? ", " : "", ext);
+      sb_type(&b, nd->in[a]);
+      ext++;
+    }
+  }
+  sb_put(&b, ") -> (", 6);
+  size_t nret = 0;
+  for (size_t i = 0; i < n; i++)
+    for (uint32_t k = 0; k < s->nodes[i].nout; k++) {
+      if (!live[i * FZ_MAX_OUT + k]) continue;
+      if (nret++) sb_put(&b, ", ", 2);
+      sb_type(&b, s->nodes[i].out[k]);
+    }
+  sb_put(&b, ") {\n", 4);
+  ext = 0;
+  for (size_t i = 0; i < n; i++) {
+    const fz_node* nd = &s->nodes[i];
+    char hex[33];
+    tpuc_fingerprint_hex(nd->prog->fp, hex);
+    if (nd->nout == 1)
+      sb_printf(&b, "    %%n%zu = func.call @p%s(", i, hex);
+    else
+      sb_printf(&b, "    %%n%zu:%u = func.call @p%s(", i, nd->nout, hex);
+    for (uint32_t a = 0; a < nd->nin; a++) {
+      if (a) sb_put(&b, ", ", 2);
+      if (!nd->internal[a]) {
+        sb_printf(&b, "%%e%zu", ext++);
+        continue;
+      }
+      int64_t tag = tpuc_buffer_lazy_tag(nd->in[a]);
+      size_t src = (size_t)(tag / FZ_TAG), k = (size_t)(tag % FZ_TAG);
+      if (s->nodes[src].nout == 1)
+        sb_printf(&b, "%%n%zu", src);
+      else
+        sb_printf(&b, "%%n%zu#%zu", src, k);
+    }
+    sb_put(&b, ") : (", 5);
+    for (uint32_t a = 0; a < nd->nin; a++) {
+      if (a) sb_put(&b, ", ", 2);
+      sb_type(&b, nd->in[a]);
+    }
+    sb_put(&b, ") -> (", 6);
+    for (uint32_t k = 0; k < nd->nout; k++) {
+      if (k) sb_put(&b, ", ", 2);
+      sb_type(&b, nd->out[k]);
+    }
+    sb_put(&b, ")\n", 2);
+  }
+  sb_put(&b, "    \"func.return\"(", 18);
+  size_t r = 0;
+  for (size_t i = 0; i < n; i++)
+    for (uint32_t k = 0; k < s->nodes[i].nout; k++) {
+      if (!live[i * FZ_MAX_OUT + k]) continue;
+      if (r++) sb_put(&b, ", ", 2);
+      if (s->nodes[i].nout == 1)
+        sb_printf(&b, "%%n%zu", i);
+      else
+        sb_printf(&b, "%%n%zu#%u", i, k);
+    }
+  sb_put(&b, ") : (", 5);
+  r = 0;
+  for (size_t i = 0; i < n; i++)
+    for (uint32_t k = 0; k < s->nodes[i].nout; k++) {
+      if (!live[i * FZ_MAX_OUT + k]) continue;
+      if (r++) sb_put(&b, ", ", 2);
+      sb_type(&b, s->nodes[i].out[k]);
+    }
+  sb_put(&b, ") -> ()\n  }\n}\n", 14);
+  if (b.oom) {
+    free(b.p);
+    return tpuc_status_make(TPUC_RESOURCE_EXHAUSTED, "out of host memory");
+  }
+  *text = b.p;
+  *len = b.len;
+  return NULL;
+}
+
+/* Says what differs from the last compiled segment with the same op names. */
+static void note_recompile(const fz_seg* s, size_t n, tpuc_fingerprint key,
+                           tpuc_fused_event* ev) {
+  tpuc_fingerprint names = {0, 0};
+  for (size_t i = 0; i < n; i++)
+    names = tpuc_fingerprint_bytes(names, s->nodes[i].name,
+                                   strlen(s->nodes[i].name));
+  fz_shape* hit = NULL;
+  for (size_t i = 0; i < g_nshapes && i < FZ_SHAPES; i++)
+    if (g_shapes[i].names.lo == names.lo && g_shapes[i].names.hi == names.hi &&
+        g_shapes[i].n == n)
+      hit = &g_shapes[i];
+  if (hit != NULL && (hit->key.lo != key.lo || hit->key.hi != key.hi)) {
+    g_stats.recompiles++;
+    size_t i = 0;
+    while (i < n && hit->node_fps[i].lo == s->nodes[i].prog->fp.lo &&
+           hit->node_fps[i].hi == s->nodes[i].prog->fp.hi)
+      i++;
+    if (i < n)
+      snprintf(ev->changed, sizeof ev->changed,
+               "op %zu (%s): argument shapes, dtypes, layouts or options",
+               i, s->nodes[i].name);
+    else
+      snprintf(ev->changed, sizeof ev->changed,
+               "which results are live, or how the ops are wired");
+  }
+  if (hit == NULL) {
+    hit = &g_shapes[g_nshapes % FZ_SHAPES];
+    g_nshapes++;
+    free(hit->node_fps);
+    memset(hit, 0, sizeof *hit);
+  }
+  tpuc_fingerprint* fps = malloc(sizeof *fps * (n ? n : 1));
+  if (fps == NULL) return;
+  for (size_t i = 0; i < n; i++) fps[i] = s->nodes[i].prog->fp;
+  free(hit->node_fps);
+  hit->names = names;
+  hit->n = n;
+  hit->node_fps = fps;
+  hit->key = key;
+}
+
+static double now_seconds(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void fail_outputs(fz_seg* s, size_t n, const tpuc_status* st) {
+  for (size_t i = 0; i < n; i++)
+    for (uint32_t k = 0; k < s->nodes[i].nout; k++)
+      if (tpuc_buffer_lazy_owner(s->nodes[i].out[k]) == s)
+        tpuc_buffer_lazy_fail(s->nodes[i].out[k], tpuc_status_code(st),
+                              tpuc_status_message(st));
+}
+
+/* Runs nodes [0, n) of `s` as one program and removes them from the
+ * segment; the nodes after them stay recorded (their inputs from the run
+ * ones become external). */
+static tpuc_status* run_prefix(fz_seg* s, size_t n, tpuc_fused_reason why) {
+  if (n == 0) return NULL;
+  /* Later nodes that read results of the ones that run: those results
+   * become external inputs of theirs, and so live outputs here. */
+  for (size_t i = n; i < s->n; i++) {
+    fz_node* nd = &s->nodes[i];
+    for (uint32_t a = 0; a < nd->nin; a++) {
+      if (!nd->internal[a]) continue;
+      int64_t tag = tpuc_buffer_lazy_tag(nd->in[a]);
+      size_t src = (size_t)(tag / FZ_TAG);
+      if (src >= n) continue;
+      nd->internal[a] = false;
+      s->nodes[src].uses[tag % FZ_TAG]--;
+    }
+  }
+  bool* live = calloc(n * FZ_MAX_OUT, sizeof *live);
+  if (live == NULL)
+    return tpuc_status_make(TPUC_RESOURCE_EXHAUSTED, "out of host memory");
+  size_t nlive = 0;
+  bool any_check = false;
+  for (size_t i = 0; i < n; i++) {
+    fz_node* nd = &s->nodes[i];
+    for (uint32_t k = 0; k < nd->nout; k++) {
+      bool check = nd->has_check && k + 1 == nd->nout;
+      bool l = check || tpuc_buffer_refs(nd->out[k]) > 1 + (int)nd->uses[k];
+      live[i * FZ_MAX_OUT + k] = l;
+      nlive += l;
+      any_check |= check;
+    }
+  }
+  tpuc_fused_event ev;
+  memset(&ev, 0, sizeof ev);
+  ev.reason = why;
+  ev.ops = (uint32_t)n;
+  ev.outputs = (uint32_t)nlive;
+  snprintf(ev.first_op, sizeof ev.first_op, "%s", s->nodes[0].name);
+  g_stats.by_reason[why]++;
+  tpuc_status* st = NULL;
+  if (nlive == 0) {
+    ev.dropped = true;
+    g_stats.segments_dropped++;
+  } else {
+    tpuc_fingerprint key = {0, 0};
+    for (size_t i = 0; i < n; i++) key = node_fp(key, &s->nodes[i]);
+    key = tpuc_fingerprint_bytes(key, live, n * FZ_MAX_OUT * sizeof *live);
+    tpuc_executable* exe = prog_lookup(s->client, key);
+    if (exe == NULL) {
+      char* text = NULL;
+      size_t len = 0;
+      st = compose(s, n, live, &text, &len);
+      if (st == NULL) {
+        tpuc_cache_source src = TPUC_CACHE_COMPILED;
+        double t0 = now_seconds();
+        st = tpuc_compile(s->client, text, len, NULL, &exe, &src);
+        ev.seconds = now_seconds() - t0;
+        if (st == NULL) {
+          ev.source = src == TPUC_CACHE_COMPILED ? 1
+                      : src == TPUC_CACHE_MEMORY ? 2
+                                                 : 3;
+          if (src == TPUC_CACHE_COMPILED) {
+            g_stats.compiles++;
+            g_stats.compile_seconds += ev.seconds;
+            note_recompile(s, n, key, &ev);
+          } else {
+            g_stats.cache_hits++;
+            if (src == TPUC_CACHE_DISK) g_stats.disk_hits++;
+          }
+          prog_remember(s->client, key, exe);
+        } else if (getenv("TPUC_FUSED_DUMP") != NULL) {
+          fprintf(stderr, "%.*s\n", (int)len, text);
+        }
+        free(text);
+      }
+    } else {
+      g_stats.table_hits++;
+    }
+    size_t next = 0;
+    for (size_t i = 0; i < n; i++)
+      for (uint32_t a = 0; a < s->nodes[i].nin; a++)
+        next += !s->nodes[i].internal[a];
+    tpuc_buffer** args = malloc(sizeof *args * (next ? next : 1));
+    tpuc_buffer** outs = calloc(nlive, sizeof *outs);
+    if (st == NULL && (args == NULL || outs == NULL))
+      st = tpuc_status_make(TPUC_RESOURCE_EXHAUSTED, "out of host memory");
+    if (st == NULL) {
+      size_t e = 0;
+      for (size_t i = 0; i < n; i++)
+        for (uint32_t a = 0; a < s->nodes[i].nin; a++)
+          if (!s->nodes[i].internal[a]) args[e++] = s->nodes[i].in[a];
+      st = tpuc_execute(exe, s->device, args, next, NULL, outs, nlive);
+    }
+    if (exe != NULL) tpuc_executable_release(exe);
+    if (st == NULL) {
+      g_stats.segments++;
+      g_stats.ops_run += n;
+      g_stats.outputs += nlive;
+      size_t r = 0;
+      for (size_t i = 0; i < n; i++)
+        for (uint32_t k = 0; k < s->nodes[i].nout; k++)
+          if (live[i * FZ_MAX_OUT + k])
+            tpuc_buffer_lazy_fill(s->nodes[i].out[k], outs[r++]);
+      /* Argument checks of the segment's ops, in op order. */
+      for (size_t i = 0; any_check && st == NULL && i < n; i++) {
+        fz_node* nd = &s->nodes[i];
+        if (!nd->has_check) continue;
+        uint8_t bad = 0;
+        st = tpuc_buffer_to_host(nd->out[nd->nout - 1], &bad, 1);
+        if (st == NULL && bad)
+          st = tpuc_status_make(nd->check_code, "%s",
+                                nd->check_msg ? nd->check_msg
+                                              : "bad argument");
+      }
+    } else {
+      st = tpuc_status_annotate(st, "fused segment of %zu ops from %s", n,
+                                s->nodes[0].name);
+    }
+    free(args);
+    free(outs);
+  }
+  log_event(&ev);
+  if (st != NULL) fail_outputs(s, n, st);
+  /* Results nothing holds are released with their nodes; the later nodes
+   * move to the front and are retagged. */
+  for (size_t i = 0; i < n; i++) node_clear(&s->nodes[i]);
+  memmove(s->nodes, s->nodes + n, sizeof *s->nodes * (s->n - n));
+  s->n -= n;
+  s->fp = (tpuc_fingerprint){0, 0};
+  for (size_t i = 0; i < s->n; i++) {
+    for (uint32_t k = 0; k < s->nodes[i].nout; k++)
+      tpuc_buffer_set_lazy_tag(s->nodes[i].out[k],
+                               (int64_t)(i * FZ_TAG + k));
+    s->fp = node_fp(s->fp, &s->nodes[i]);
+  }
+  free(live);
+  return st;
+}
+
+static tpuc_status* materialize(tpuc_buffer* b, void* owner) {
+  lock();
+  tpuc_status* st = NULL;
+  if (tpuc_buffer_lazy_owner(b) == owner) {
+    fz_seg* s = owner;
+    /* Everything up to the producer runs; later nodes stay recorded. */
+    size_t upto = (size_t)(tpuc_buffer_lazy_tag(b) / FZ_TAG) + 1;
+    if (upto > s->n) upto = s->n;
+    st = run_prefix(s, upto, TPUC_FUSED_VALUE);
+  }
+  unlock();
+  return st;
+}
+
+tpuc_status* tpuc_fused_flush(tpuc_client* client, tpuc_fused_reason why) {
+  lock();
+  tpuc_status* st = NULL;
+  for (size_t i = 0; i < g_nopen; i++) {
+    fz_seg* s = g_open[i];
+    if (client != NULL && s->client != client) continue;
+    tpuc_status* e = run_prefix(s, s->n, why);
+    if (st == NULL)
+      st = e;
+    else
+      tpuc_status_free(e);
+  }
+  if (st == NULL && g_pending_error != NULL) {
+    st = g_pending_error;
+    g_pending_error = NULL;
+  }
+  unlock();
+  return st;
+}
+
+/* A segment's error that nobody waits for is kept for the next flush. */
+static void keep_error(tpuc_status* st) {
+  if (st == NULL) return;
+  if (g_pending_error == NULL)
+    g_pending_error = st;
+  else
+    tpuc_status_free(st);
+}
+
+/* True when the last FZ_WINDOW nodes repeat the segment's first ones after
+ * at least min_period() nodes: the sequence has started over. */
+static bool repeats(const fz_seg* s) {
+  size_t n = s->n;
+  if (n < min_period() + FZ_WINDOW) return false;
+  for (size_t i = 0; i < FZ_WINDOW; i++) {
+    const tpuc_fingerprint* a = &s->nodes[i].prog->fp;
+    const tpuc_fingerprint* b = &s->nodes[n - FZ_WINDOW + i].prog->fp;
+    if (a->lo != b->lo || a->hi != b->hi) return false;
+  }
+  return true;
+}
+
+tpuc_status* fz_record(tpuc_client* client, int device, fz_text* prog,
+                       const char* name, tpuc_buffer* const* in, size_t nin,
+                       const tpuc_hlo_type* out_types, size_t nout,
+                       bool has_check, tpuc_code check_code,
+                       const char* check_msg, tpuc_buffer** outs) {
+  if (nin > FZ_MAX_IN || nout == 0 || nout > FZ_MAX_OUT || prog == NULL)
+    return tpuc_status_make(TPUC_UNIMPLEMENTED, "not recordable");
+  lock();
+  fz_seg* s = open_segment(client, device, true);
+  if (s == NULL) {
+    unlock();
+    return tpuc_status_make(TPUC_UNIMPLEMENTED, "no segment");
+  }
+  if (s->n == s->cap) {
+    size_t cap = s->cap ? s->cap * 2 : 64;
+    fz_node* grown = realloc(s->nodes, sizeof *grown * cap);
+    if (grown == NULL) {
+      unlock();
+      return tpuc_status_make(TPUC_RESOURCE_EXHAUSTED, "out of host memory");
+    }
+    s->nodes = grown;
+    s->cap = cap;
+  }
+  size_t idx = s->n;
+  fz_node* nd = &s->nodes[idx];
+  memset(nd, 0, sizeof *nd);
+  tpuc_status* st = NULL;
+  for (size_t k = 0; st == NULL && k < nout; k++) {
+    st = tpuc_buffer_lazy(client, device, out_types[k].dtype, out_types[k].dims,
+                          out_types[k].rank, s, (int64_t)(idx * FZ_TAG + k),
+                          &nd->out[k]);
+    if (st == NULL) nd->nout++;
+  }
+  if (st != NULL) {
+    node_clear(nd);
+    unlock();
+    return st;
+  }
+  for (size_t a = 0; a < nin; a++) {
+    nd->in[a] = in[a];
+    tpuc_buffer_retain(in[a]);
+    nd->internal[a] = tpuc_buffer_lazy_owner(in[a]) == s;
+    if (nd->internal[a]) {
+      int64_t tag = tpuc_buffer_lazy_tag(in[a]);
+      s->nodes[tag / FZ_TAG].uses[tag % FZ_TAG]++;
+    }
+  }
+  nd->nin = (uint32_t)nin;
+  fz_text_retain(prog);
+  nd->prog = prog;
+  nd->name = name;
+  nd->has_check = has_check;
+  nd->check_code = check_code;
+  nd->check_msg = check_msg;
+  s->fp = node_fp(s->fp, nd);
+  s->n++;
+  g_stats.ops_recorded++;
+  size_t ret = nout - (has_check ? 1 : 0);
+  for (size_t k = 0; k < ret; k++) {
+    tpuc_buffer_retain(nd->out[k]);
+    outs[k] = nd->out[k];
+  }
+  /* An op with an argument check on the device (an index in range) runs
+   * now, with everything before it, so a bad argument fails here, at the
+   * op, with PyTorch's error. */
+  if (has_check) {
+    st = run_prefix(s, s->n, TPUC_FUSED_CHECK);
+    if (st != NULL) {
+      for (size_t k = 0; k < ret; k++) {
+        tpuc_buffer_release(outs[k]);
+        outs[k] = NULL;
+      }
+      unlock();
+      return st;
+    }
+  }
+  /* A step boundary or the size limit: run what came before. Errors of
+   * that run surface at the next flush (asynchronous, like strict mode). */
+  if (repeats(s))
+    keep_error(run_prefix(s, s->n - FZ_WINDOW, TPUC_FUSED_REPEAT));
+  else if (s->n >= max_ops())
+    keep_error(run_prefix(s, s->n, TPUC_FUSED_LIMIT));
+  unlock();
+  return NULL;
+}
+
+static void on_client_destroy(tpuc_client* client, void* user) {
+  (void)user;
+  lock();
+  for (size_t i = 0; i < g_nopen;) {
+    fz_seg* s = g_open[i];
+    if (s->client != client) {
+      i++;
+      continue;
+    }
+    /* The client is going away: nothing will compute these results. */
+    tpuc_status* gone = tpuc_status_make(TPUC_FAILED_PRECONDITION,
+                                         "the device client was destroyed");
+    fail_outputs(s, s->n, gone);
+    tpuc_status_free(gone);
+    for (size_t k = 0; k < s->n; k++) node_clear(&s->nodes[k]);
+    free(s->nodes);
+    free(s);
+    g_open[i] = g_open[--g_nopen];
+  }
+  for (size_t i = 0; i < g_nprogs; i++)
+    if (g_progs[i].client == client && g_progs[i].exe != NULL) {
+      tpuc_executable_release(g_progs[i].exe);
+      g_progs[i].exe = NULL;
+      g_progs[i].client = NULL;
+      g_progs[i].key = (tpuc_fingerprint){0, 0};
+    }
+  unlock();
+}
+
+void tpuc_fused_get_stats(tpuc_fused_stats* out) {
+  lock();
+  *out = g_stats;
+  unlock();
+}
+
+void tpuc_fused_reset_stats(void) {
+  lock();
+  memset(&g_stats, 0, sizeof g_stats);
+  g_nevents = 0;
+  unlock();
+}
+
+size_t tpuc_fused_events(tpuc_fused_event* out, size_t cap) {
+  lock();
+  size_t have = g_nevents < FZ_EVENTS ? g_nevents : FZ_EVENTS;
+  size_t n = have < cap ? have : cap;
+  for (size_t i = 0; i < n; i++)
+    out[i] = g_events[(g_nevents - n + i) % FZ_EVENTS];
+  unlock();
+  return n;
+}

@@ -1,0 +1,368 @@
+"""The three eager modes (debug, strict, fused): selection, equivalence of
+results (bitwise for integers, bools and random streams), what fused mode
+materializes and why, its compilation cache, and errors at the failing op."""
+
+import copy
+import os
+import subprocess
+import sys
+import threading
+
+import pytest
+import torch
+
+transformers = pytest.importorskip("transformers")
+
+MODES = ("debug", "strict", "fused")
+
+
+@pytest.fixture(autouse=True)
+def _restore_mode():
+    before = torch.tpu.get_eager_mode()
+    yield
+    torch.tpu.set_eager_mode(None, thread_local=True)
+    torch.tpu.set_eager_mode(before)
+
+
+# ------------------------------------------------------------- selection
+
+
+def test_mode_selection_global_thread_context_decorator():
+    torch.tpu.set_eager_mode("strict")
+    assert torch.tpu.get_eager_mode() == "strict"
+    with torch.tpu.eager_mode("fused"):
+        assert torch.tpu.get_eager_mode() == "fused"
+        with torch.tpu.eager_mode("debug"):
+            assert torch.tpu.get_eager_mode() == "debug"
+        assert torch.tpu.get_eager_mode() == "fused"
+        # Another thread follows the global mode, not this thread's.
+        seen = []
+        t = threading.Thread(target=lambda: seen.append(torch.tpu.get_eager_mode()))
+        t.start()
+        t.join()
+        assert seen == ["strict"]
+    assert torch.tpu.get_eager_mode() == "strict"
+
+    @torch.tpu.eager_mode("debug")
+    def f():
+        return torch.tpu.get_eager_mode()
+
+    assert f() == "debug" and torch.tpu.get_eager_mode() == "strict"
+    torch.tpu.set_eager_mode("fused", thread_local=True)
+    assert torch.tpu.get_eager_mode() == "fused"
+    torch.tpu.set_eager_mode(None, thread_local=True)
+    assert torch.tpu.get_eager_mode() == "strict"
+    with pytest.raises(ValueError, match="debug, strict or fused|'debug'"):
+        torch.tpu.set_eager_mode("lazy")
+    with pytest.raises(ValueError):
+        torch.tpu.eager_mode("sometimes")
+
+
+def _child(code, **env):
+    e = dict(os.environ)
+    e.update(env)
+    out = subprocess.run([sys.executable, "-c", "import torch\n" + code], env=e,
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return out.stdout.strip().splitlines()[-1]
+
+
+def test_mode_from_environment():
+    assert _child("print(torch.tpu.get_eager_mode())", TPUC_EAGER_MODE="debug") == "debug"
+    assert _child("print(torch.tpu.get_eager_mode())", TPUC_EAGER_MODE="strict") == "strict"
+
+
+# ------------------------------------------------------------- equivalence
+
+
+def _program(seed=0):
+    """A mix of float, integer, bool, in-place, view and random ops."""
+    torch.tpu.manual_seed(seed)  # dropout draws from the default generator
+    g = torch.Generator(device="tpu").manual_seed(seed)
+    x = torch.randn(6, 5, device="tpu", generator=g)
+    w = torch.rand(5, 4, device="tpu", generator=g)
+    i = torch.randint(0, 100, (6, 4), device="tpu", generator=g)
+    y = torch.nn.functional.gelu(x @ w) * 0.5 + 1.0
+    y[1:3].mul_(2.0)
+    v = y.t()[0]
+    v.add_(i[:, 0].float())
+    z = torch.softmax(y, dim=-1).cumsum(0)
+    ints = (i * 3 + 7) % 11
+    ints.add_(i.sum(0, keepdim=True))
+    mask = (y > 1.2) & (ints % 2 == 0)
+    drop = torch.nn.functional.dropout(y, 0.3, training=True)
+    return {"y": y, "z": z, "ints": ints, "mask": mask, "drop": drop,
+            "idx": torch.argsort(y, dim=1), "noise": torch.randn(3, 3, device="tpu", generator=g)}
+
+
+def test_modes_agree_on_ops_bitwise_for_integers_bools_and_rng():
+    results = {}
+    for mode in MODES:
+        with torch.tpu.eager_mode(mode):
+            results[mode] = {k: v.cpu() for k, v in _program().items()}
+    ref = results["strict"]
+    for mode in ("debug", "fused"):
+        got = results[mode]
+        for k in ("ints", "mask", "idx"):
+            assert torch.equal(got[k], ref[k]), (mode, k)
+        for k in ("y", "z", "drop", "noise"):
+            torch.testing.assert_close(got[k], ref[k], atol=1e-6, rtol=1e-6, msg=f"{mode} {k}")
+        # The random stream is the same numbers in every mode.
+        assert torch.equal(got["noise"], ref["noise"]), mode
+        assert torch.equal(got["drop"] == 0, ref["drop"] == 0), mode
+
+
+def _models():
+    torch.manual_seed(0)
+    out = []
+    cfg = transformers.BertConfig(vocab_size=64, hidden_size=32, num_hidden_layers=2,
+                                  num_attention_heads=4, intermediate_size=64)
+    out.append(("bert", transformers.BertForMaskedLM(cfg), "lm"))
+    cfg = transformers.GPT2Config(vocab_size=64, n_embd=32, n_layer=2, n_head=4, n_positions=32)
+    out.append(("gpt2", transformers.GPT2LMHeadModel(cfg), "lm"))
+    cfg = transformers.LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64,
+                                   num_hidden_layers=2, num_attention_heads=4,
+                                   num_key_value_heads=2, max_position_embeddings=64)
+    out.append(("llama", transformers.LlamaForCausalLM(cfg), "lm"))
+    cfg = transformers.Qwen3Config(vocab_size=64, hidden_size=32, intermediate_size=64,
+                                   num_hidden_layers=2, num_attention_heads=4,
+                                   num_key_value_heads=2, head_dim=8, max_position_embeddings=64)
+    out.append(("qwen3", transformers.Qwen3ForCausalLM(cfg), "lm"))
+    cfg = transformers.T5Config(vocab_size=64, d_model=32, d_kv=8, d_ff=64, num_layers=2,
+                                num_decoder_layers=2, num_heads=4, dropout_rate=0.0,
+                                decoder_start_token_id=0, pad_token_id=0)
+    out.append(("t5", transformers.T5ForConditionalGeneration(cfg), "lm"))
+    cfg = transformers.ViTConfig(image_size=16, patch_size=4, num_channels=3, hidden_size=32,
+                                 num_hidden_layers=2, num_attention_heads=4,
+                                 intermediate_size=64, num_labels=5)
+    out.append(("vit", transformers.ViTForImageClassification(cfg), "image"))
+    cnn = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 8, 3, padding=1, bias=False), torch.nn.BatchNorm2d(8),
+        torch.nn.ReLU(), torch.nn.MaxPool2d(2), torch.nn.Conv2d(8, 8, 3, padding=1),
+        torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(),
+        torch.nn.Linear(8, 5))
+    out.append(("cnn", cnn, "cnn"))
+    return out
+
+
+def _train_steps(model, kind, device, steps=2):
+    torch.manual_seed(1)
+    ids = torch.randint(1, 64, (2, 8))
+    pixels = torch.randn(2, 3, 16, 16)
+    labels = torch.tensor([1, 4])
+    model = copy.deepcopy(model).to(device)
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    losses = []
+    for _ in range(steps):
+        opt.zero_grad()
+        if kind == "lm":
+            loss = model(input_ids=ids.to(device), labels=ids.to(device)).loss
+        elif kind == "image":
+            loss = model(pixel_values=pixels.to(device), labels=labels.to(device)).loss
+        else:
+            loss = torch.nn.functional.cross_entropy(model(pixels.to(device)),
+                                                     labels.to(device))
+        loss.backward()
+        opt.step()
+        losses.append(loss.detach())
+    return [float(l.cpu()) for l in losses], {k: v.cpu() for k, v in model.state_dict().items()}
+
+
+@pytest.mark.parametrize("name", ["bert", "gpt2", "llama", "qwen3", "t5", "vit", "cnn"])
+def test_models_train_the_same_in_every_mode(name):
+    model, kind = {n: (m, k) for n, m, k in _models()}[name]
+    # Dropout off: the same program in every mode, compared to strict.
+    for m in model.modules():
+        if isinstance(m, torch.nn.Dropout):
+            m.p = 0.0
+    runs = {}
+    for mode in MODES:
+        torch.tpu.set_eager_mode(mode)
+        runs[mode] = _train_steps(model, kind, "tpu")
+    ref_losses, ref_state = runs["strict"]
+    for mode in ("debug", "fused"):
+        losses, state = runs[mode]
+        torch.testing.assert_close(torch.tensor(losses), torch.tensor(ref_losses),
+                                   atol=1e-5, rtol=1e-5, msg=mode)
+        for k, v in ref_state.items():
+            if v.is_floating_point():
+                torch.testing.assert_close(state[k], v, atol=1e-4, rtol=1e-3, msg=f"{mode} {k}")
+            else:
+                assert torch.equal(state[k], v), (mode, k)
+    cpu_losses, _ = _train_steps(model, kind, "cpu")
+    torch.testing.assert_close(torch.tensor(runs["fused"][0]), torch.tensor(cpu_losses),
+                               atol=1e-4, rtol=1e-4)
+
+
+# ------------------------------------------------------------- fused mode
+
+
+def _last_event():
+    return torch.tpu.fused_log()[-1]
+
+
+def test_dead_intermediates_are_not_materialized():
+    torch.tpu.set_eager_mode("fused")
+    x = torch.randn(64, device="tpu")
+    torch.tpu.synchronize()
+    torch.tpu.fused_reset_stats()
+    a = x * 2
+    b = a + 1
+    c = b.exp()
+    del a, b
+    s = c.sum()
+    assert s.item() == pytest.approx(float((x.cpu() * 2 + 1).exp().sum()), rel=1e-5)
+    ev = _last_event()
+    assert ev["ops"] == 4 and ev["reason"] == "value needed"
+    # c and s are live; a and b were never materialized.
+    assert ev["outputs"] == 2, ev
+    # Nothing held at all: the segment does not run.
+    torch.tpu.fused_reset_stats()
+    for _ in range(3):
+        (x * 3).relu()
+    torch.tpu.synchronize()
+    assert torch.tpu.fused_stats()["segments_dropped"] >= 1
+    assert torch.tpu.fused_stats()["segments"] == 0
+
+
+@pytest.mark.parametrize("sync", ["item", "cpu", "tolist", "print", "nonzero", "synchronize",
+                                  "save", "event"])
+def test_host_syncs_materialize(sync, tmp_path, capsys):
+    torch.tpu.set_eager_mode("fused")
+    x = torch.arange(6.0, device="tpu")
+    torch.tpu.synchronize()
+    torch.tpu.fused_reset_stats()
+    y = (x - 2) * (x + 1)
+    if sync == "item":
+        assert y[3].item() == 4.0
+    elif sync == "cpu":
+        assert y.cpu().tolist() == [-2.0, -2.0, 0.0, 4.0, 10.0, 18.0]
+    elif sync == "tolist":
+        assert y.tolist() == [-2.0, -2.0, 0.0, 4.0, 10.0, 18.0]
+    elif sync == "print":
+        print(y)
+        assert "18." in capsys.readouterr().out
+    elif sync == "nonzero":
+        assert torch.nonzero(y).flatten().cpu().tolist() == [0, 1, 3, 4, 5]
+    elif sync == "synchronize":
+        torch.tpu.synchronize()
+    elif sync == "save":
+        torch.save(y, tmp_path / "y.pt")
+        assert torch.load(tmp_path / "y.pt").tolist() == [-2.0, -2.0, 0.0, 4.0, 10.0, 18.0]
+    else:
+        torch.tpu.Event().record()
+    stats = torch.tpu.fused_stats()
+    assert stats["segments"] >= 1, stats
+
+
+@pytest.mark.parametrize("loss_fn", ["cross_entropy", "mse"])
+def test_training_loop_stops_compiling(loss_fn):
+    torch.tpu.set_eager_mode("fused")
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(),
+                                torch.nn.Linear(32, 4)).to("tpu")
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    x = torch.randn(8, 16, device="tpu")
+    y = torch.randint(0, 4, (8,), device="tpu")
+    target = torch.randn(8, 4, device="tpu")
+    compiles = []
+    losses = []
+    torch.tpu.fused_reset_stats()
+    for step in range(8):
+        opt.zero_grad()
+        if loss_fn == "mse":
+            loss = torch.nn.functional.mse_loss(model(x), target)
+        else:
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        losses.append(loss.detach())
+        st = torch.tpu.fused_stats()
+        # Segment programs made so far: compiled, or loaded from the
+        # compile cache (a warm disk cache from an earlier run).
+        compiles.append(st["compiles"] + st["cache_hits"])
+    torch.tpu.synchronize()
+    stats = torch.tpu.fused_stats()
+    # Steps are recorded, detected as a repeated sequence and replayed: the
+    # last steps compile nothing new.
+    assert compiles[-1] == compiles[3], (compiles, torch.tpu.fused_summary())
+    # Each step ran as segments (cut where the step repeats, or at an op
+    # that checks its arguments, like the loss's target check) whose
+    # programs the later steps find in the program table.
+    reasons = stats["by_reason"]
+    assert reasons["repeated op sequence"] + reasons["argument check"] >= 4, reasons
+    assert stats["table_hits"] >= 4, torch.tpu.fused_summary()
+    if loss_fn == "mse":
+        # No op syncs: the step boundary is found by repetition alone.
+        assert reasons["repeated op sequence"] >= 4, reasons
+    assert float(losses[-1].cpu()) < float(losses[0].cpu())
+
+
+def test_recompile_says_what_changed():
+    torch.tpu.set_eager_mode("fused")
+    torch.tpu.fused_reset_stats()
+    for n in (5, 7):
+        x = torch.randn(n, 3, device="tpu")
+        ((x * 2).sin() + 1).sum().item()
+    log = [e for e in torch.tpu.fused_log() if e["program"] == "compiled"]
+    if len(log) >= 2:  # (a warm disk cache finds both)
+        assert "op 0" in log[-1]["changed"] or log[-1]["changed"], log
+    summary = torch.tpu.fused_summary()
+    assert "value needed" in summary
+
+
+def test_errors_are_reported_at_the_op_and_device_stays_usable():
+    torch.tpu.set_eager_mode("fused")
+    w = torch.randn(10, 4, device="tpu")
+    a = w * 2
+    with pytest.raises(IndexError):
+        torch.nn.functional.embedding(torch.tensor([3, 12], device="tpu"), a)
+    with pytest.raises(RuntimeError, match="size"):
+        a + torch.ones(3, device="tpu")
+    b = torch.nn.functional.embedding(torch.tensor([3, 9], device="tpu"), a)
+    torch.testing.assert_close(b.cpu(), w.cpu()[[3, 9]] * 2)
+
+
+def test_segment_programs_come_from_the_disk_cache_in_a_new_process(tmp_path):
+    code = (
+        "x = torch.arange(12.0, device='tpu').reshape(3, 4)\n"
+        "y = ((x * 0.5).exp() @ x.t()).tanh().sum()\n"
+        "v = y.item()\n"
+        "e = torch.tpu.fused_log()[-1]\n"
+        "print(e['program'], round(v, 4))\n"
+    )
+    env = {"TPUC_CACHE_DIR": str(tmp_path), "TPUC_EAGER_MODE": "fused"}
+    first = _child(code, **env)
+    second = _child(code, **env)
+    assert first.split()[-1] == second.split()[-1]
+    assert first.startswith("compiled"), first
+    assert second.startswith("compile cache (disk)"), second
+    # A corrupted entry is detected and compiled again, with the same result.
+    for root, _, files in os.walk(tmp_path):
+        for f in files:
+            with open(os.path.join(root, f), "r+b") as fh:
+                fh.seek(0, 2)
+                size = fh.tell()
+                fh.seek(size // 2)
+                fh.write(b"\xff" * 16)
+    third = _child(code, **env)
+    assert third.split()[-1] == first.split()[-1]
+    assert third.startswith("compiled"), third
+
+
+def test_size_limit_cuts_segments():
+    code = (
+        "torch.tpu.fused_reset_stats()\n"
+        "x = torch.randn(4, device='tpu')\n"
+        "ys = []\n"
+        "for k in range(40):\n"
+        "    x = x * 1.01 + k\n"
+        "    ys.append(x)\n"
+        "v = x.sum().item()\n"
+        "s = torch.tpu.fused_stats()\n"
+        "print(s['by_reason']['size limit'])\n"
+    )
+    n = _child(code, TPUC_EAGER_MODE="fused", TPUC_FUSED_MAX_OPS="16",
+               TPUC_FUSED_MIN_PERIOD="1000")
+    assert int(n) >= 4
