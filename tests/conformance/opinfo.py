@@ -329,7 +329,11 @@ def main():
     ap.add_argument("--ops", default="", help="comma-separated OpInfo names (a subset, for development)")
     ap.add_argument("--show", action="store_true", help="print every pair's result")
     ap.add_argument("--forward-only", action="store_true")
+    ap.add_argument("--mode", default="strict", choices=["debug", "strict", "fused"],
+                    help="eager mode to run the device side in (the committed report is strict: "
+                         "it measures each op's own lowering)")
     args = ap.parse_args()
+    torch.tpu.set_eager_mode(args.mode)
     # Fallbacks are counted per pair (tpuc.fallback_report()); their
     # once-per-op warnings would only flood the log.
     tpuc._C.set_fallback_mode("silent")
@@ -346,7 +350,7 @@ def main():
     summary["seconds"] = round(time.time() - t0, 1)
     props = torch.tpu.get_device_properties(0)
     report = {"summary": summary, "summary_backward": summary_back,
-              "torch": torch.__version__,
+              "torch": torch.__version__, "eager_mode": args.mode,
               "plugin": f"{props.plugin_package} {props.plugin_version}",
               "platform": props.platform, "results": results,
               "results_backward": back}
