@@ -29,7 +29,10 @@ tpuc_status* op_lower_binary(op_ctx* c, int param) {
     return tpuc_status_make(TPUC_UNIMPLEMENTED, "bitwise op on floats: CPU");
   if ((param & OP_BINARY_FLOAT_ONLY) && !tpuc_dtype_is_float(dt))
     return tpuc_status_make(TPUC_UNIMPLEMENTED, "integer form runs on the CPU");
-  if (dt == TPUC_DTYPE_PRED && (op == TPUC_HLO_SUB || op == TPUC_HLO_DIV))
+  /* (true division of bools computes in the default float) */
+  if (dt == TPUC_DTYPE_PRED &&
+      (op == TPUC_HLO_SUB ||
+       (op == TPUC_HLO_DIV && !(param & OP_BINARY_TRUE_DIV))))
     return tpuc_status_make(TPUC_UNIMPLEMENTED,
                             "bool arithmetic runs on the CPU");
   tpuc_hlo_type shape;
@@ -104,9 +107,23 @@ tpuc_status* op_lower_unary(op_ctx* c, int param) {
       return tpuc_status_make(TPUC_UNIMPLEMENTED, "runs on the CPU for floats");
     return tpuc_hlo_unary(c->fn, op, x, &c->outs[0]);
   }
-  if (dt == TPUC_DTYPE_PRED ||
-      (op == TPUC_HLO_ABS && tpuc_dtype_is_unsigned_int(dt)) ||
-      (op == TPUC_HLO_SIGN && tpuc_dtype_is_unsigned_int(dt)))
+  /* sign of a bool is itself, of an unsigned int (x != 0); abs of an
+   * unsigned int is itself. */
+  if (op == TPUC_HLO_SIGN && dt == TPUC_DTYPE_PRED) {
+    c->outs[0] = x;
+    return NULL;
+  }
+  if (op == TPUC_HLO_SIGN && tpuc_dtype_is_unsigned_int(dt)) {
+    tpuc_hlo_value zero, nz;
+    TRY(op_const(c, dt, 0.0, &shape, &zero));
+    TRY(tpuc_hlo_compare(c->fn, TPUC_HLO_NE, x, zero, &nz));
+    return tpuc_hlo_convert(c->fn, nz, dt, &c->outs[0]);
+  }
+  if (op == TPUC_HLO_ABS && tpuc_dtype_is_unsigned_int(dt)) {
+    c->outs[0] = x;
+    return NULL;
+  }
+  if (dt == TPUC_DTYPE_PRED)
     return tpuc_status_make(TPUC_UNIMPLEMENTED,
                             "runs on the CPU for this dtype");
   if (op == TPUC_HLO_SIGN && tpuc_dtype_is_float(dt)) {

@@ -21,7 +21,7 @@ static V e_kd(em* e, tpuc_dtype dt, double v, V like) {
     V u = -1;
     em_keep(e, tpuc_hlo_constant_i64(e->fn, TPUC_DTYPE_U8, v != 0, &u));
     if (e->st == NULL) em_keep(e, tpuc_hlo_convert(e->fn, u, dt, &k));
-  } else if (tpuc_dtype_is_float(dt)) {
+  } else if (tpuc_dtype_is_float(dt) || tpuc_dtype_is_complex(dt)) {
     em_keep(e, tpuc_hlo_constant_f64(e->fn, dt, v, &k));
   } else {
     em_keep(e, tpuc_hlo_constant_i64(e->fn, dt, (int64_t)v, &k));
@@ -61,6 +61,7 @@ static V e_pmax(em* e, V a, V b, bool max) {
 }
 
 static bool is_float(tpuc_dtype d) { return tpuc_dtype_is_float(d) != 0; }
+static bool is_cx(tpuc_dtype d) { return tpuc_dtype_is_complex(d) != 0; }
 
 /* The float dtype a "float" unary op gives for input dtype `d`. */
 static tpuc_dtype float_result(const op_ctx* c, tpuc_dtype d) {
@@ -313,10 +314,104 @@ static V e_unary_fn(em* e, int which, V x) {
   return -1;
 }
 
+/* Complex forms of the unary functions: sinh / cosh by components (no
+ * cancellation near 0), exp2 = exp(z ln 2), log2 / log10 = log z / ln b
+ * (as the CPU's vectorized kernels), atanh from log1p, asinh from log1p
+ * on the right half plane (odd symmetry for the left), and the rest by
+ * their identities: atan z = -i atanh(iz), asin z = -i asinh(iz), acos z
+ * = pi/2 - asin z, acosh z = log(z + sqrt(z + 1) sqrt(z - 1)). */
+static V e_cx_unary(em* e, int which, V z) {
+  V x = e_un(e, TPUC_HLO_REAL, z), y = e_un(e, TPUC_HLO_IMAG, z);
+  V one = K(z, 1);
+#define CPLX(a, b) e_bin(e, TPUC_HLO_COMPLEX, a, b)
+  switch (which) {
+    case U_SINH:
+    case U_COSH: {
+      V sh = e_unary_fn(e, U_SINH, x), ch = e_unary_fn(e, U_COSH, x);
+      V sy = e_un(e, TPUC_HLO_SINE, y), cy = e_un(e, TPUC_HLO_COSINE, y);
+      if (which == U_SINH) return CPLX(MUL(sh, cy), MUL(ch, sy));
+      return CPLX(MUL(ch, cy), MUL(sh, sy));
+    }
+    case U_EXP2:
+      return EXP(MUL(z, K(z, M_LN2)));
+    case U_LOG2:
+    case U_LOG10: {
+      V l = LOG(z);
+      double k = which == U_LOG2 ? M_LN2 : M_LN10;
+      V lr = e_un(e, TPUC_HLO_REAL, l), li = e_un(e, TPUC_HLO_IMAG, l);
+      return CPLX(DIV(lr, K(lr, k)), DIV(li, K(li, k)));
+    }
+    case U_ATANH: {
+      /* halved by components: a complex product would make inf * 0 */
+      V d = SUB(LOG1P(z), LOG1P(NEG(z)));
+      V dr = e_un(e, TPUC_HLO_REAL, d), di = e_un(e, TPUC_HLO_IMAG, d);
+      return CPLX(MUL(dr, K(dr, 0.5)), MUL(di, K(di, 0.5)));
+    }
+    case U_ATAN: {
+      V iz = CPLX(NEG(y), x); /* i z */
+      V a = e_cx_unary(e, U_ATANH, iz);
+      return CPLX(e_un(e, TPUC_HLO_IMAG, a), NEG(e_un(e, TPUC_HLO_REAL, a)));
+    }
+    case U_ASINH: {
+      V neg = e_signbit(e, x);
+      V w = SEL(neg, NEG(z), z);
+      V w2 = MUL(w, w);
+      V r = LOG1P(ADD(w, DIV(w2, ADD(one, SQRT(ADD(one, w2))))));
+      r = SEL(neg, NEG(r), r);
+      /* On the imaginary axis (XLA's complex sqrt drops the sign of a
+       * zero): i asin(y) inside the cut, else +-acosh|y| +- i pi/2 with
+       * the signs of x and y, as C99's casinh. */
+      V ay = ABS(y), zero = K(x, 0);
+      V cut = GT(ay, K(ay, 1));
+      V ac = e_unary_fn(e, U_ACOSH, SEL(cut, ay, K(ay, 1)));
+      V re = SEL(cut, SEL(neg, NEG(ac), ac), SEL(ISNAN(y), y, x));
+      V hp = K(y, M_PI / 2);
+      V im = SEL(cut, SEL(e_signbit(e, y), NEG(hp), hp),
+                 e_unary_fn(e, U_ASIN, SEL(cut, zero, y)));
+      return SEL(EQ(x, zero), CPLX(re, im), r);
+    }
+    case U_ASIN: {
+      V iz = CPLX(NEG(y), x);
+      V a = e_cx_unary(e, U_ASINH, iz);
+      return CPLX(e_un(e, TPUC_HLO_IMAG, a), NEG(e_un(e, TPUC_HLO_REAL, a)));
+    }
+    case U_ACOS: {
+      V a = e_cx_unary(e, U_ASIN, z);
+      return SUB(K(a, M_PI / 2), a);
+    }
+    case U_ACOSH: {
+      V r = LOG(ADD(z, MUL(SQRT(ADD(z, one)), SQRT(SUB(z, one)))));
+      /* On the real axis, as C99's cacosh (the sign of a zero y picks the
+       * side of the cut): acosh|x| or 0 for the real part, 0, acos x or
+       * pi with y's sign for the imaginary part. */
+      V zero = K(x, 0), o = K(x, 1);
+      V hi = GE(x, o), lo = LE(x, NEG(o));
+      V ax = ABS(x);
+      V ac = e_unary_fn(e, U_ACOSH, SEL(OR(hi, lo), ax, o));
+      V re = SEL(OR(hi, lo), ac, SEL(ISNAN(x), x, zero));
+      V am = SEL(hi, zero, SEL(lo, K(x, M_PI),
+                               e_unary_fn(e, U_ACOS, SEL(lo, zero,
+                                                         SEL(hi, zero, x)))));
+      V im = SEL(e_signbit(e, y), NEG(am), am);
+      return SEL(EQ(y, zero), CPLX(re, im), r);
+    }
+  }
+#undef CPLX
+  return -1;
+}
+
 /* A unary op with a floating result (integers promote to the default
  * float), computed in f32 for half floats. */
 static tpuc_status* lower_float_unary(op_ctx* c, int which) {
   if (!op_is_tensor(c, 0)) return op_unimpl("unexpected arguments");
+  if (is_cx(c->types[0].dtype)) {
+    em ee = em_of(c), *e = &ee;
+    c->outs[0] = e_cx_unary(e, which, c->vals[0]);
+    c->nouts = 1;
+    if (c->outs[0] == -1 && e->st == NULL)
+      return op_unimpl("complex form: CPU");
+    return em_done(e);
+  }
   tpuc_dtype rt = float_result(c, c->types[0].dtype);
   tpuc_dtype acc = op_accumulation_dtype(rt);
   em ee = em_of(c), *e = &ee;
@@ -368,9 +463,20 @@ static tpuc_status* lower_unary_misc(op_ctx* c, int which) {
       }
       break;
     case P_ISNAN:
+      if (tpuc_dtype_is_complex(dt)) {
+        r = OR(ISNAN(e_un(e, TPUC_HLO_REAL, x)),
+               ISNAN(e_un(e, TPUC_HLO_IMAG, x)));
+        break;
+      }
       r = fl ? ISNAN(x) : e_kd(e, TPUC_DTYPE_PRED, 0, x);
       break;
     case P_ISINF:
+      if (tpuc_dtype_is_complex(dt)) {
+        V re = ABS(e_un(e, TPUC_HLO_REAL, x));
+        V im = ABS(e_un(e, TPUC_HLO_IMAG, x));
+        r = OR(EQ(re, K(re, INFINITY)), EQ(im, K(im, INFINITY)));
+        break;
+      }
       r = fl ? EQ(ABS(x), K(x, INFINITY)) : e_kd(e, TPUC_DTYPE_PRED, 0, x);
       break;
     case P_ISPOSINF:
@@ -526,7 +632,10 @@ static tpuc_status* lower_binary_misc(op_ctx* c, int which) {
   int ab[2] = {0, 1};
   tpuc_dtype dt;
   TRY(op_result_type(c, ab, 2, &dt));
-  if (tpuc_dtype_is_complex(dt)) return op_unimpl("complex: CPU");
+  /* Complex: rsub and the logical ops only. */
+  if (tpuc_dtype_is_complex(dt) && which != B_RSUB && which != B_LOGICAL_AND &&
+      which != B_LOGICAL_OR && which != B_LOGICAL_XOR)
+    return op_unimpl("complex: CPU");
   int mode = which;
   if (which == B_DIV_MODE) {
     const char* m = op_str_arg(c, 2, NULL);
@@ -672,10 +781,10 @@ static tpuc_status* lower_lerp(op_ctx* c, int param) {
   if (!op_is_tensor(c, 0) || !op_is_tensor(c, 1) || !op_is_value(c, 2))
     return op_unimpl("unexpected arguments");
   tpuc_dtype dt = c->types[0].dtype;
-  if (!is_float(dt) || c->types[1].dtype != dt ||
+  if ((!is_float(dt) && !is_cx(dt)) || c->types[1].dtype != dt ||
       (op_is_tensor(c, 2) && c->types[2].dtype != dt))
     return op_unimpl("lerp dtypes: CPU says why");
-  tpuc_dtype acc = op_accumulation_dtype(dt);
+  tpuc_dtype acc = is_cx(dt) ? dt : op_accumulation_dtype(dt);
   int all[3] = {0, 1, 2};
   V v[3];
   TRY(operands(c, all, 3, acc, v));
@@ -684,7 +793,8 @@ static tpuc_status* lower_lerp(op_ctx* c, int param) {
   V d = SUB(en, s);
   V lo = ADD(s, MUL(w, d));
   V hi = SUB(en, MUL(d, SUB(K(w, 1), w)));
-  V r = SEL(LT(ABS(w), K(w, 0.5)), lo, hi);
+  V aw = ABS(w);
+  V r = SEL(LT(aw, K(aw, 0.5)), lo, hi);
   c->outs[0] = e_cvt(e, r, dt);
   c->nouts = 1;
   return em_done(e);
@@ -699,10 +809,9 @@ static tpuc_status* lower_addc(op_ctx* c, int div) {
   int all[3] = {0, 1, 2};
   tpuc_dtype dt;
   TRY(op_result_type(c, all, 3, &dt));
-  if (dt == TPUC_DTYPE_PRED || tpuc_dtype_is_complex(dt) ||
-      (div && !is_float(dt)))
+  if (dt == TPUC_DTYPE_PRED || (div && !is_float(dt) && !is_cx(dt)))
     return op_unimpl("this dtype: CPU says why");
-  tpuc_dtype acc = op_accumulation_dtype(dt);
+  tpuc_dtype acc = is_cx(dt) ? dt : op_accumulation_dtype(dt);
   V v[3];
   TRY(operands(c, all, 3, acc, v));
   tpuc_hlo_type sh;
@@ -743,9 +852,6 @@ static tpuc_status* lower_product(op_ctx* c, int which) {
   bool cx = tpuc_dtype_is_complex(dt);
   if (dt == TPUC_DTYPE_PRED)
     return op_unimpl("this dtype runs on the CPU");
-  /* addr and addbmm are not reviewed for complex. */
-  if (cx && (which == LA_ADDR || which == LA_ADDBMM))
-    return op_unimpl("complex addr/addbmm: CPU");
   if (has_self && !is_float(dt) && !cx &&
       (float_scalar(c, 3) || float_scalar(c, 4)))
     return op_unimpl("float beta/alpha, integral operands: CPU says why");
@@ -936,7 +1042,7 @@ static V e_k0(em* e, tpuc_dtype dt, double v) {
     em_keep(e, tpuc_hlo_constant_i64(e->fn, TPUC_DTYPE_U8, v != 0, &k));
     return e_cvt(e, k, dt);
   }
-  if (is_float(dt))
+  if (is_float(dt) || tpuc_dtype_is_complex(dt))
     em_keep(e, tpuc_hlo_constant_f64(e->fn, dt, v, &k));
   else
     em_keep(e, tpuc_hlo_constant_i64(e->fn, dt, (int64_t)v, &k));
@@ -1095,7 +1201,10 @@ static tpuc_status* lower_reduction(op_ctx* c, int param) {
   if (!op_is_tensor(c, 0)) return op_unimpl("unexpected arguments");
   const tpuc_hlo_type in = c->types[0];
   tpuc_dtype dt = in.dtype;
-  if (tpuc_dtype_is_complex(dt) && kind != R_VECTOR_NORM)
+  /* Complex tensors: tests against zero, products and norms. */
+  if (tpuc_dtype_is_complex(dt) && kind != R_VECTOR_NORM && kind != R_NORM &&
+      kind != R_ANY && kind != R_ALL && kind != R_COUNT_NONZERO &&
+      kind != R_PROD)
     return op_unimpl("complex: CPU");
   int di = RP_DIM(param), ki = RP_KEEP(param);
   bool red[TPUC_MAX_RANK];
@@ -1120,10 +1229,11 @@ static tpuc_status* lower_reduction(op_ctx* c, int param) {
     case R_PROD:
     case R_NANSUM: {
       tpuc_dtype want = dtype_arg(c);
-      tpuc_dtype rt = want != TPUC_DTYPE_INVALID ? want
-                      : is_float(dt)             ? dt
-                                                 : TPUC_DTYPE_S64;
-      if (tpuc_dtype_is_complex(rt)) return op_unimpl("complex: CPU");
+      tpuc_dtype rt = want != TPUC_DTYPE_INVALID       ? want
+                      : is_float(dt) || is_cx(dt) ? dt
+                                                       : TPUC_DTYPE_S64;
+      if (is_cx(rt) != is_cx(dt) || (is_cx(rt) && kind == R_NANSUM))
+        return op_unimpl("complex: CPU");
       tpuc_dtype acc = op_accumulation_dtype(rt);
       V v = e_cvt(e, want != TPUC_DTYPE_INVALID ? e_cvt(e, x, want) : x, acc);
       if (kind == R_NANSUM && is_float(acc))
@@ -1401,17 +1511,19 @@ static tpuc_status* lower_sort(op_ctx* c, int which) {
   tpuc_dtype dt = in.dtype;
   bool narrow = dt == TPUC_DTYPE_PRED || tpuc_dtype_size(dt) == 1 ||
                 dt == TPUC_DTYPE_F16 || dt == TPUC_DTYPE_BF16;
-  if (narrow && !stable)
-    return op_unimpl("ties in a narrow dtype: the CPU's order");
+
   /* topk of integers: ties are common, and the CPU's partial sort orders
    * them its own way. */
   if (which == SO_TOPK && !tpuc_dtype_is_float(dt))
     return op_unimpl("integer topk: the CPU's order of ties");
   int64_t dim = 0;
   TRY(op_wrap_dim(in.rank, dim_arg, &dim));
+  int64_t n = in.rank == 0 ? 1 : in.dims[dim];
+  /* Up to 16 elements, the CPU's sort is an insertion sort: stable. */
+  if (narrow && !stable && (n > 16 || which == SO_TOPK))
+    return op_unimpl("ties in a narrow dtype: the CPU's order");
   em ee = em_of(c), *e = &ee;
   V x = c->vals[0], vals = x, idx = -1;
-  int64_t n = in.rank == 0 ? 1 : in.dims[dim];
   if (which == SO_TOPK && (k < 0 || k > n))
     return op_unimpl("k out of range: CPU says why");
   c->nouts = 2;
@@ -1433,6 +1545,694 @@ static tpuc_status* lower_sort(op_ctx* c, int which) {
   }
   c->outs[0] = vals;
   c->outs[1] = idx;
+  return em_done(e);
+}
+
+/* ------------------------- complex-number helpers ----------------------- */
+
+static V e_re(em* e, V z) { return e_un(e, TPUC_HLO_REAL, z); }
+static V e_im(em* e, V z) { return e_un(e, TPUC_HLO_IMAG, z); }
+static V e_cplx(em* e, V re, V im) {
+  return e_bin(e, TPUC_HLO_COMPLEX, re, im);
+}
+
+/* x ** y for complex values as glibc's cpow: exp(y log x), with the C
+ * library's results at x == 0 (0 for Re y > 0, inf + nan i for Re y < 0,
+ * nan otherwise). */
+static V e_cpow(em* e, V x, V y) {
+  V r = EXP(MUL(y, LOG(x)));
+  V xr = e_re(e, x), xi = e_im(e, x), yr = e_re(e, y);
+  V zero = K(xr, 0);
+  V x0 = AND(EQ(xr, zero), EQ(xi, zero));
+  V at0 = SEL(GT(yr, zero), e_cplx(e, zero, K(xr, -0.0)),
+              SEL(LT(yr, zero), e_cplx(e, K(xr, INFINITY), K(xr, NAN)),
+                  e_cplx(e, K(xr, NAN), K(xr, NAN))));
+  return SEL(x0, at0, r);
+}
+
+/* ---------------------------- integer functions ------------------------- */
+
+/* Integer constant `v` (exact for 64-bit values) shaped like `like`. */
+static V e_ki(em* e, V like, int64_t v) {
+  tpuc_hlo_type t = e_type(e, like);
+  V k = -1, r = -1;
+  if (e->st == NULL)
+    em_keep(e, tpuc_hlo_constant_i64(e->fn, t.dtype, v, &k));
+  if (e->st != NULL || t.rank == 0) return k;
+  em_keep(e, tpuc_hlo_broadcast_in_dim(e->fn, k, t.dims, t.rank, NULL, &r));
+  return r;
+}
+
+/* The signed integer dtype of the width of float `dt`, and the bits of
+ * +inf in it. */
+static tpuc_dtype float_bits_type(tpuc_dtype dt, int64_t* inf_bits) {
+  switch (dt) {
+    case TPUC_DTYPE_F64:
+      *inf_bits = 0x7ff0000000000000LL;
+      return TPUC_DTYPE_S64;
+    case TPUC_DTYPE_F32:
+      *inf_bits = 0x7f800000;
+      return TPUC_DTYPE_S32;
+    case TPUC_DTYPE_F16:
+      *inf_bits = 0x7c00;
+      return TPUC_DTYPE_S16;
+    default:
+      *inf_bits = 0x7f80;
+      return TPUC_DTYPE_S16;
+  }
+}
+
+/* a == b for floats by their bit patterns: XLA:CPU flushes subnormals, so
+ * that a plain compare finds them equal to 0 (the CPU does not). Equal
+ * patterns or two zeros, never NaN. */
+static V e_feq(em* e, V a, V b) {
+  int64_t infb = 0;
+  tpuc_dtype it = float_bits_type(e_type(e, a).dtype, &infb);
+  V ai = -1, bi = -1;
+  if (e->st == NULL) em_keep(e, tpuc_hlo_bitcast_convert(e->fn, a, it, &ai));
+  if (e->st == NULL) em_keep(e, tpuc_hlo_bitcast_convert(e->fn, b, it, &bi));
+  int bits = (int)tpuc_dtype_size(it) * 8;
+  int64_t mask = bits == 64 ? INT64_MAX : (((int64_t)1 << (bits - 1)) - 1);
+  V am = AND(ai, e_ki(e, ai, mask)), bm = AND(bi, e_ki(e, bi, mask));
+  V zero = e_ki(e, ai, 0);
+  V eq = OR(EQ(ai, bi), AND(EQ(am, zero), EQ(bm, zero)));
+  return AND(eq, NOT(GT(am, e_ki(e, am, infb))));
+}
+
+/* Float x widened to f64 exactly, subnormals included (XLA:CPU's convert
+ * flushes them to 0): those are their significand times 2^(emin - p). */
+static V e_to_f64(em* e, V x) {
+  tpuc_dtype dt = e_type(e, x).dtype;
+  V w = e_cvt(e, x, TPUC_DTYPE_F64);
+  if (dt == TPUC_DTYPE_F64) return w;
+  int64_t infb = 0;
+  tpuc_dtype it = float_bits_type(dt, &infb);
+  int mant = dt == TPUC_DTYPE_F32 ? 23 : dt == TPUC_DTYPE_F16 ? 10 : 7;
+  double scale = dt == TPUC_DTYPE_F32   ? ldexp(1.0, -149)
+                 : dt == TPUC_DTYPE_F16 ? ldexp(1.0, -24)
+                                        : ldexp(1.0, -133);
+  V xi = -1;
+  if (e->st == NULL) em_keep(e, tpuc_hlo_bitcast_convert(e->fn, x, it, &xi));
+  V m = AND(xi, e_ki(e, xi, ((int64_t)1 << mant) - 1));
+  V ex = AND(xi, e_ki(e, xi, infb));
+  V sub = AND(EQ(ex, e_ki(e, ex, 0)), NE(m, e_ki(e, m, 0)));
+  V v = MUL(e_cvt(e, m, TPUC_DTYPE_F64), K(w, scale));
+  v = SEL(e_signbit(e, x), NEG(v), v);
+  return SEL(sub, v, w);
+}
+
+static int bits_of(tpuc_dtype d) { return (int)tpuc_dtype_size(d) * 8; }
+
+/* a ** b for integers as the CPU's powi: squaring in the dtype (wrapping),
+ * and for b < 0: 1 when a == 1, +-1 when a == -1, else 0. */
+static V e_powi(em* e, V a, V b) {
+  tpuc_dtype dt = e_type(e, a).dtype;
+  V one = K(a, 1), zero = K(a, 0), r = one, base = a, ex = b;
+  for (int i = 0; i < bits_of(dt) && e->st == NULL; i++) {
+    r = SEL(NE(AND(ex, one), zero), MUL(r, base), r);
+    base = MUL(base, base);
+    ex = e_bin(e, TPUC_HLO_SHIFT_RIGHT_LOGICAL, ex, one);
+  }
+  if (tpuc_dtype_is_unsigned_int(dt)) return r;
+  V odd = NE(AND(b, one), zero);
+  V neg = SEL(EQ(a, one), one,
+              SEL(EQ(a, K(a, -1)), SEL(odd, K(a, -1), one), zero));
+  return SEL(LT(b, zero), neg, r);
+}
+
+enum { PW_TT = 1, PW_TS, PW_ST };
+
+/* pow.Tensor_Tensor / pow.Tensor_Scalar / pow.Scalar: integers by
+ * repeated squaring, complex as the CPU's std::pow (with its shortcuts for
+ * scalar exponents), floats as before (op_lower_binary); a base of 1 given
+ * as a scalar makes ones, as the CPU. */
+static tpuc_status* lower_pow(op_ctx* c, int which) {
+  if (!op_is_value(c, 0) || !op_is_value(c, 1))
+    return op_unimpl("unexpected arguments");
+  if (which == PW_ST ? !op_is_tensor(c, 1) : !op_is_tensor(c, 0))
+    return op_unimpl("unexpected arguments");
+  int ab[2] = {0, 1};
+  tpuc_dtype dt;
+  TRY(op_result_type(c, ab, 2, &dt));
+  if (dt == TPUC_DTYPE_PRED) return op_unimpl("bool pow: CPU says why");
+  bool cx = is_cx(dt);
+  if (is_float(dt) && which != PW_ST)
+    return op_lower_binary(c, TPUC_HLO_POW | OP_BINARY_FLOAT_ONLY);
+  tpuc_dtype acc = cx ? dt : op_accumulation_dtype(dt);
+  V v[2];
+  TRY(operands(c, ab, 2, dt, v));
+  em ee = em_of(c), *e = &ee;
+  V a = e_cvt(e, v[0], acc), b = e_cvt(e, v[1], acc), r;
+  if (is_float(dt) || cx) {
+    r = cx ? e_cpow(e, a, b) : POW(a, b);
+  } else {
+    r = e_powi(e, a, b);
+    if (which == PW_TS && c->args[1].scalar != TPUC_SCALAR_BOOL) {
+      /* A negative integer exponent for an integer tensor is an error. */
+      V s = e_cvt(e, c->vals[1], TPUC_DTYPE_S64);
+      V bad = LT(s, e_k0(e, TPUC_DTYPE_S64, 0));
+      if (e->st == NULL) {
+        c->has_check = true;
+        c->check = bad;
+        c->check_code = TPUC_INVALID_ARGUMENT;
+        c->check_msg = "Integers to negative integer powers are not allowed.";
+      }
+    }
+  }
+  if (cx && which == PW_TS) {
+    /* The CPU's shortcuts for these scalar exponents. */
+    V s = e_cvt(e, c->vals[1], TPUC_DTYPE_F64), one = K(a, 1);
+    V sq = MUL(a, a);
+    struct { double k; V val; } sc[8] = {
+        {2, sq},  {3, MUL(sq, a)}, {-2, DIV(one, sq)}, {0.5, SQRT(a)},
+        {-0.5, e_un(e, TPUC_HLO_RSQRT, a)}, {-1, DIV(one, a)}, {1, a},
+        {0, one}};
+    for (int i = 0; i < 8; i++)
+      r = SEL(EQ(s, e_k0(e, TPUC_DTYPE_F64, sc[i].k)), sc[i].val, r);
+  } else if (which == PW_ST && (is_float(dt) || cx)) {
+    V s = e_cvt(e, c->vals[0], TPUC_DTYPE_F64);
+    r = SEL(EQ(s, e_k0(e, TPUC_DTYPE_F64, 1)), K(a, 1), r);
+  }
+  c->outs[0] = e_cvt(e, r, dt);
+  c->nouts = 1;
+  return em_done(e);
+}
+
+enum {
+  I_FMOD = 1, I_LSHIFT, I_RSHIFT, I_GCD, I_LCM, I_NEXTAFTER,
+};
+
+/* gcd of integers as the CPU's Euclid over |a|, |b|: a while loop that
+ * runs until every divisor is 0. */
+static V e_gcd(em* e, V a, V b) {
+  op_ctx* c = e->c;
+  tpuc_hlo_type t = e_type(e, a);
+  if (!tpuc_dtype_is_unsigned_int(t.dtype)) {
+    a = ABS(a);
+    b = ABS(b);
+  }
+  if (e->st != NULL) return -1;
+  tpuc_hlo_type two[2] = {t, t};
+  tpuc_hlo_fn *cond = NULL, *body = NULL;
+  if (!em_keep(e, tpuc_hlo_region_create(c->module, two, 2, &cond)) ||
+      !em_keep(e, tpuc_hlo_region_create(c->module, two, 2, &body)))
+    return -1;
+  bool red[TPUC_MAX_RANK];
+  for (int k = 0; k < t.rank; k++) red[k] = true;
+  em ce = {c, cond, NULL}, be = {c, body, NULL};
+  {
+    em* e = &ce;
+    V x = -1;
+    em_keep(e, tpuc_hlo_get_arg(cond, 0, &x));
+    V more = e_reduce(e, NE(x, K(x, 0)), red, TPUC_HLO_OR,
+                      e_k0(e, TPUC_DTYPE_PRED, 0));
+    if (e->st == NULL) em_keep(e, tpuc_hlo_return(cond, &more, 1));
+  }
+  {
+    em* e = &be;
+    V x = -1, y = -1;
+    em_keep(e, tpuc_hlo_get_arg(body, 0, &x));
+    if (e->st == NULL) em_keep(e, tpuc_hlo_get_arg(body, 1, &y));
+    V done = EQ(x, K(x, 0));
+    V outs[2] = {SEL(done, x, e_bin(e, TPUC_HLO_REM, y, SEL(done, K(x, 1), x))),
+                 SEL(done, y, x)};
+    if (e->st == NULL) em_keep(e, tpuc_hlo_return(body, outs, 2));
+  }
+  if (!em_keep(e, ce.st) || !em_keep(e, be.st)) return -1;
+  V ins[2] = {a, b}, outs[2] = {-1, -1};
+  em_keep(e, tpuc_hlo_while(e->fn, ins, 2, cond, body, outs));
+  return outs[1];
+}
+
+/* Integer and bit-level binary ops: fmod (integers; floats as before),
+ * bitwise shifts, gcd, lcm, nextafter. */
+static tpuc_status* lower_int_binary(op_ctx* c, int which) {
+  if (!op_is_value(c, 0) || !op_is_value(c, 1))
+    return op_unimpl("unexpected arguments");
+  if (!op_is_tensor(c, 0) && !op_is_tensor(c, 1))
+    return op_unimpl("no tensor operand");
+  int ab[2] = {0, 1};
+  tpuc_dtype dt;
+  TRY(op_result_type(c, ab, 2, &dt));
+  if (dt == TPUC_DTYPE_PRED || is_cx(dt))
+    return op_unimpl("this dtype: CPU says why");
+  bool fl = is_float(dt);
+  if (which == I_FMOD && fl)
+    return op_lower_binary(c, TPUC_HLO_REM | OP_BINARY_FLOAT_ONLY);
+  if (which == I_NEXTAFTER ? !fl : fl)
+    return op_unimpl("this dtype: CPU says why");
+  V v[2];
+  TRY(operands(c, ab, 2, dt, v));
+  em ee = em_of(c), *e = &ee;
+  V a = v[0], b = v[1], r = -1, zero = K(a, 0);
+  switch (which) {
+    case I_FMOD:
+      int_div_check(e, b);
+      r = e_bin(e, TPUC_HLO_REM, a, SEL(EQ(b, zero), K(b, 1), b));
+      break;
+    case I_LSHIFT:
+    case I_RSHIFT: {
+      /* Shifts by a negative amount or by the width or more give 0 (or
+       * the sign for a right shift of a signed value), as the CPU. */
+      bool sgn = tpuc_dtype_is_signed_int(dt);
+      V out = OR(GE(b, K(b, bits_of(dt))), LT(b, zero));
+      V sb = SEL(out, zero, b);
+      if (which == I_LSHIFT) {
+        r = SEL(out, zero, e_bin(e, TPUC_HLO_SHIFT_LEFT, a, sb));
+      } else if (sgn) {
+        V full = e_bin(e, TPUC_HLO_SHIFT_RIGHT_ARITHMETIC, a,
+                       K(a, bits_of(dt) - 1));
+        r = SEL(out, full,
+                e_bin(e, TPUC_HLO_SHIFT_RIGHT_ARITHMETIC, a, sb));
+      } else {
+        r = SEL(out, zero, e_bin(e, TPUC_HLO_SHIFT_RIGHT_LOGICAL, a, sb));
+      }
+      break;
+    }
+    case I_GCD:
+      r = e_gcd(e, a, b);
+      break;
+    case I_LCM: {
+      /* |a / g * b|, in int for narrow dtypes (C's promotion), then
+       * wrapped to the dtype */
+      V g = e_gcd(e, a, b);
+      V gz = EQ(g, zero);
+      tpuc_dtype w = bits_of(dt) < 32 ? TPUC_DTYPE_S32 : dt;
+      V gw = e_cvt(e, SEL(gz, K(g, 1), g), w);
+      V l = MUL(DIV(e_cvt(e, a, w), gw), e_cvt(e, b, w));
+      if (!tpuc_dtype_is_unsigned_int(w)) l = ABS(l);
+      r = SEL(gz, zero, e_cvt(e, l, dt));
+      break;
+    }
+    case I_NEXTAFTER: {
+      /* One step of the bit pattern toward b; NaNs propagate, equal
+       * values give b, 0 steps to the smallest subnormal of b's sign. */
+      tpuc_dtype it = dt == TPUC_DTYPE_F64   ? TPUC_DTYPE_S64
+                      : dt == TPUC_DTYPE_F32 ? TPUC_DTYPE_S32
+                                             : TPUC_DTYPE_S16;
+      V ai = -1, tiny = -1, one_i;
+      if (e->st == NULL)
+        em_keep(e, tpuc_hlo_bitcast_convert(e->fn, a, it, &ai));
+      one_i = K(ai, 1);
+      V up = EQ(LT(a, b), GT(a, zero));
+      V ni = SEL(up, ADD(ai, one_i), SUB(ai, one_i));
+      V n = -1;
+      if (e->st == NULL)
+        em_keep(e, tpuc_hlo_bitcast_convert(e->fn, ni, dt, &n));
+      if (e->st == NULL)
+        em_keep(e, tpuc_hlo_bitcast_convert(e->fn, one_i, dt, &tiny));
+      V at0 = SEL(e_signbit(e, b), NEG(tiny), tiny);
+      r = SEL(EQ(a, zero), at0, n);
+      r = SEL(EQ(a, b), b, r);
+      r = SEL(OR(ISNAN(a), ISNAN(b)), ADD(a, b), r);
+      break;
+    }
+    default:
+      return op_unimpl("unknown op");
+  }
+  c->outs[0] = r;
+  c->nouts = 1;
+  return em_done(e);
+}
+
+/* trace(self): the sum of the diagonal of a matrix (integers sum in
+ * int64, half floats accumulate in f32). */
+static tpuc_status* lower_trace(op_ctx* c, int param) {
+  (void)param;
+  if (!op_is_tensor(c, 0) || c->types[0].rank != 2)
+    return op_unimpl("trace of a non-matrix: CPU says why");
+  tpuc_dtype dt = c->types[0].dtype;
+  tpuc_dtype rt = (is_float(dt) || is_cx(dt)) ? dt : TPUC_DTYPE_S64;
+  tpuc_dtype acc = is_cx(rt) ? rt : op_accumulation_dtype(rt);
+  em ee = em_of(c), *e = &ee;
+  V x = e_cvt(e, c->vals[0], acc);
+  tpuc_hlo_type it = c->types[0];
+  it.dtype = TPUC_DTYPE_S64;
+  V r0 = -1, c0 = -1;
+  if (e->st == NULL) em_keep(e, tpuc_hlo_iota(e->fn, &it, 0, &r0));
+  if (e->st == NULL) em_keep(e, tpuc_hlo_iota(e->fn, &it, 1, &c0));
+  x = SEL(EQ(r0, c0), x, K(x, 0));
+  bool red[2] = {true, true};
+  V r = e_reduce(e, x, red, TPUC_HLO_ADD, e_k0(e, acc, 0));
+  c->outs[0] = e_cvt(e, r, rt);
+  c->nouts = 1;
+  return em_done(e);
+}
+
+/* aminmax(self, *, dim=None, keepdim=False) -> (min, max), NaN
+ * propagating. */
+static tpuc_status* lower_aminmax(op_ctx* c, int param) {
+  (void)param;
+  if (!op_is_tensor(c, 0)) return op_unimpl("unexpected arguments");
+  const tpuc_hlo_type in = c->types[0];
+  tpuc_dtype dt = in.dtype;
+  if (is_cx(dt)) return op_unimpl("complex: CPU says why");
+  bool red[TPUC_MAX_RANK];
+  int64_t count = 1;
+  TRY(red_dims(c, 1, red, &count));
+  if (count == 0 || tpuc_hlo_type_num_elements(&in) == 0)
+    return op_unimpl("empty: CPU says why");
+  int64_t keep = 0;
+  TRY(op_int_arg(c, 2, 0, &keep));
+  em ee = em_of(c), *e = &ee;
+  tpuc_dtype ct = dt == TPUC_DTYPE_PRED ? TPUC_DTYPE_U8 : dt;
+  V x = e_cvt(e, c->vals[0], ct);
+  V mn = e_reduce(e, x, red, TPUC_HLO_MIN, e_lowest(e, ct, false));
+  V mx = e_reduce(e, x, red, TPUC_HLO_MAX, e_lowest(e, ct, true));
+  /* keepdim without a dim keeps every dim as 1 */
+  c->outs[0] = e_keep(e, e_cvt(e, mn, dt), &in, red, keep != 0);
+  c->outs[1] = e_keep(e, e_cvt(e, mx, dt), &in, red, keep != 0);
+  c->nouts = 2;
+  return em_done(e);
+}
+
+/* isin(elements, test_elements, *, assume_unique, invert): whether each
+ * element equals one of the test elements (compared in their promoted
+ * dtype). */
+static tpuc_status* lower_isin(op_ctx* c, int param) {
+  (void)param;
+  if (!op_is_value(c, 0) || !op_is_value(c, 1) ||
+      (!op_is_tensor(c, 0) && !op_is_tensor(c, 1)))
+    return op_unimpl("unexpected arguments");
+  int ab[2] = {0, 1};
+  tpuc_dtype dt;
+  TRY(op_result_type(c, ab, 2, &dt));
+  if (is_cx(dt)) return op_unimpl("complex: CPU says why");
+  int64_t invert = 0;
+  TRY(op_int_arg(c, 3, 0, &invert));
+  const tpuc_hlo_type et = c->types[0], tt = c->types[1];
+  int64_t n = tpuc_hlo_type_num_elements(&et);
+  int64_t m = tpuc_hlo_type_num_elements(&tt);
+  if (n * m > ((int64_t)1 << 26)) return op_unimpl("large isin: CPU");
+  em ee = em_of(c), *e = &ee;
+  V x = e_cvt(e, c->vals[0], dt), t = e_cvt(e, c->vals[1], dt), r;
+  if (m == 0) {
+    r = e_kd(e, TPUC_DTYPE_PRED, 0, x);
+  } else {
+    /* elements as [n, 1] against the tests as [1, m] */
+    int64_t nm[2] = {n, m}, one0 = 0, one1 = 1;
+    V xf = -1, tf = -1, xb = -1, tb = -1;
+    if (e->st == NULL) em_keep(e, tpuc_hlo_reshape(e->fn, x, &n, 1, &xf));
+    if (e->st == NULL) em_keep(e, tpuc_hlo_reshape(e->fn, t, &m, 1, &tf));
+    if (e->st == NULL)
+      em_keep(e, tpuc_hlo_broadcast_in_dim(e->fn, xf, nm, 2, &one0, &xb));
+    if (e->st == NULL)
+      em_keep(e, tpuc_hlo_broadcast_in_dim(e->fn, tf, nm, 2, &one1, &tb));
+    bool red[2] = {false, true};
+    V eq = is_float(dt) ? e_feq(e, xb, tb) : EQ(xb, tb);
+    V any = e_reduce(e, eq, red, TPUC_HLO_OR,
+                     e_k0(e, TPUC_DTYPE_PRED, 0));
+    r = -1;
+    if (e->st == NULL)
+      em_keep(e, tpuc_hlo_reshape(e->fn, any, et.dims, et.rank, &r));
+  }
+  if (invert) r = NOT(r);
+  c->outs[0] = r;
+  c->nouts = 1;
+  return em_done(e);
+}
+
+/* hash_tensor(self, dim=[], *, keepdim=False, mode=0): the xor of the
+ * elements' 64-bit patterns (floats as f64, integers as int64 / uint64),
+ * as uint64. */
+static tpuc_status* lower_hash_tensor(op_ctx* c, int param) {
+  (void)param;
+  if (!op_is_tensor(c, 0)) return op_unimpl("unexpected arguments");
+  const tpuc_hlo_type in = c->types[0];
+  tpuc_dtype dt = in.dtype;
+  int64_t mode = 0, keep = 0;
+  TRY(op_int_arg(c, 3, 0, &mode));
+  TRY(op_int_arg(c, 2, 0, &keep));
+  if (mode != 0 || is_cx(dt)) return op_unimpl("this hash: CPU says why");
+  bool red[TPUC_MAX_RANK];
+  int64_t count = 1;
+  TRY(red_dims(c, 1, red, &count));
+  if (count == 0) return op_unimpl("empty: CPU says why");
+  em ee = em_of(c), *e = &ee;
+  V x = c->vals[0], u = -1;
+  if (is_float(dt)) {
+    x = e_to_f64(e, x);
+    if (e->st == NULL)
+      em_keep(e, tpuc_hlo_bitcast_convert(e->fn, x, TPUC_DTYPE_U64, &u));
+  } else if (tpuc_dtype_is_signed_int(dt)) {
+    x = e_cvt(e, x, TPUC_DTYPE_S64);
+    if (e->st == NULL)
+      em_keep(e, tpuc_hlo_bitcast_convert(e->fn, x, TPUC_DTYPE_U64, &u));
+  } else {
+    u = e_cvt(e, x, TPUC_DTYPE_U64);
+  }
+  V r = e_reduce(e, u, red, TPUC_HLO_XOR, e_k0(e, TPUC_DTYPE_U64, 0));
+  c->outs[0] = e_keep(e, r, &in, red, keep != 0);
+  c->nouts = 1;
+  return em_done(e);
+}
+
+enum { SS_SEARCHSORTED = 1, SS_BUCKETIZE };
+
+/* searchsorted(sorted_sequence, self, *, out_int32, right, side, sorter)
+ * and bucketize(self, boundaries, *, out_int32, right): the CPU's binary
+ * search, step for step (so that unsorted input gives its answer too):
+ * lower bound finds the first position whose value is not < v (`!(s >=
+ * v)` goes right), upper bound the first whose value is > v. */
+static tpuc_status* lower_search(op_ctx* c, int which) {
+  int is = which == SS_SEARCHSORTED ? 0 : 1, iv = 1 - is;
+  if (!op_is_tensor(c, is) || !op_is_tensor(c, iv))
+    return op_unimpl("unexpected arguments");
+  int64_t out32 = 0, right = 0;
+  TRY(op_int_arg(c, 2, 0, &out32));
+  TRY(op_int_arg(c, 3, 0, &right));
+  bool has_sorter = false;
+  if (which == SS_SEARCHSORTED) {
+    const char* side = op_str_arg(c, 4, NULL);
+    if (side != NULL) {
+      bool sr = strcmp(side, "right") == 0;
+      if ((!sr && strcmp(side, "left") != 0) || (right && !sr))
+        return op_unimpl("side: CPU says why");
+      right = sr;
+    }
+    if (op_is_tensor(c, 5))
+      has_sorter = true;
+    else if (!op_is_none(c, 5))
+      return op_unimpl("unexpected sorter");
+  }
+  const tpuc_hlo_type st = c->types[is], vt = c->types[iv];
+  if (st.rank == 0 || is_cx(st.dtype) || is_cx(vt.dtype) ||
+      st.dtype == TPUC_DTYPE_PRED || vt.dtype == TPUC_DTYPE_PRED)
+    return op_unimpl("this input: CPU says why");
+  if (st.dtype != vt.dtype) return op_unimpl("mixed dtypes: CPU says why");
+  /* N-d sequences: one row per leading index of the values. */
+  if (st.rank > 1) {
+    if (which == SS_BUCKETIZE) return op_unimpl("N-d boundaries: CPU");
+    if (vt.rank != st.rank) return op_unimpl("shapes: CPU says why");
+    for (int d = 0; d + 1 < st.rank; d++)
+      if (st.dims[d] != vt.dims[d]) return op_unimpl("shapes: CPU says why");
+  }
+  if (has_sorter) {
+    tpuc_hlo_type so = c->types[5];
+    so.dtype = st.dtype;
+    if (!tpuc_hlo_type_equal(&so, &st) ||
+        (c->types[5].dtype != TPUC_DTYPE_S64))
+      return op_unimpl("sorter: CPU says why");
+  }
+  int64_t m = st.dims[st.rank - 1];
+  int64_t total = tpuc_hlo_type_num_elements(&st);
+  tpuc_dtype rt = out32 ? TPUC_DTYPE_S32 : TPUC_DTYPE_S64;
+  em ee = em_of(c), *e = &ee;
+  V v = c->vals[iv];
+  tpuc_hlo_type it = vt;
+  it.dtype = TPUC_DTYPE_S64;
+  V start = e_kd(e, TPUC_DTYPE_S64, 0, v);
+  if (m > 0) {
+    /* flat offset of each value's row in the sequence */
+    V row = e_kd(e, TPUC_DTYPE_S64, 0, v);
+    if (st.rank > 1) {
+      int64_t stride = m;
+      for (int d = st.rank - 2; d >= 0; d--) {
+        V io = -1;
+        if (e->st == NULL) em_keep(e, tpuc_hlo_iota(e->fn, &it, d, &io));
+        row = ADD(row, MUL(io, e_kd(e, TPUC_DTYPE_S64, (double)stride, io)));
+        stride *= st.dims[d];
+      }
+    }
+    V seq = -1, srt = -1;
+    if (e->st == NULL)
+      em_keep(e, tpuc_hlo_reshape(e->fn, c->vals[is], &total, 1, &seq));
+    if (has_sorter) {
+      V s64 = e_cvt(e, c->vals[5], TPUC_DTYPE_S64);
+      if (e->st == NULL)
+        em_keep(e, tpuc_hlo_reshape(e->fn, s64, &total, 1, &srt));
+      /* Sorter entries out of [0, m) are refused, as by the CPU. */
+      bool all[1] = {true};
+      V bad = OR(LT(srt, K(srt, 0)), GE(srt, K(srt, (double)m)));
+      V any = e_reduce(e, bad, all, TPUC_HLO_OR, e_k0(e, TPUC_DTYPE_PRED, 0));
+      if (e->st == NULL) {
+        c->has_check = true;
+        c->check = any;
+        c->check_code = TPUC_INVALID_ARGUMENT;
+        c->check_msg = "torch.searchsorted(): sorter index out of range";
+      }
+    }
+    V end = e_kd(e, TPUC_DTYPE_S64, (double)m, v);
+    V one = K(start, 1);
+    int64_t shape1[TPUC_MAX_RANK + 1];
+    for (int d = 0; d < vt.rank; d++) shape1[d] = vt.dims[d];
+    shape1[vt.rank] = 1;
+    int steps = 1;
+    while (((int64_t)1 << steps) <= m) steps++;
+    for (int s = 0; s <= steps && e->st == NULL; s++) {
+      V active = LT(start, end);
+      V mid = ADD(start, e_bin(e, TPUC_HLO_SHIFT_RIGHT_LOGICAL,
+                               SUB(end, start), one));
+      V midc = MIN(mid, K(mid, (double)(m - 1)));
+      V gi = ADD(row, midc), gv = -1, gr = -1;
+      if (has_sorter) {
+        V gs = -1, si = -1;
+        em_keep(e, tpuc_hlo_reshape(e->fn, gi, shape1, vt.rank + 1, &gs));
+        if (e->st == NULL)
+          em_keep(e, op_gather_elements(e->fn, srt, gs, &si));
+        V sc = MAX(MIN(si, K(si, (double)(m - 1))), K(si, 0));
+        gi = ADD(row, sc);
+      }
+      if (e->st == NULL)
+        em_keep(e, tpuc_hlo_reshape(e->fn, gi, shape1, vt.rank + 1, &gr));
+      if (e->st == NULL) em_keep(e, op_gather_elements(e->fn, seq, gr, &gv));
+      V go = right ? NOT(GT(gv, v)) : NOT(GE(gv, v));
+      start = SEL(AND(active, go), ADD(mid, one), start);
+      end = SEL(AND(active, NOT(go)), mid, end);
+    }
+  }
+  c->outs[0] = e_cvt(e, start, rt);
+  c->nouts = 1;
+  return em_done(e);
+}
+
+/* Column k of the [R, n] value x, broadcast back to [R, n]. */
+static V e_col(em* e, V x, int64_t k) {
+  tpuc_hlo_type t = e_type(e, x);
+  int64_t st[2] = {0, k}, lim[2] = {t.dims[0], k + 1}, d0 = 0;
+  V s = -1, r = -1, b = -1;
+  if (e->st == NULL) em_keep(e, tpuc_hlo_slice(e->fn, x, st, lim, NULL, &s));
+  if (e->st == NULL) em_keep(e, tpuc_hlo_reshape(e->fn, s, t.dims, 1, &r));
+  if (e->st == NULL)
+    em_keep(e, tpuc_hlo_broadcast_in_dim(e->fn, r, t.dims, 2, &d0, &b));
+  return b;
+}
+
+/* [R, n] x shifted right by one along the rows (x[k - 1]; `fill` at 0),
+ * or left (x[k + 1]; `fill` at n - 1). */
+static V e_shift1(em* e, V x, bool right, V fill) {
+  int64_t lo[2] = {0, right ? 1 : -1}, hi[2] = {0, right ? -1 : 1};
+  V r = -1;
+  if (e->st == NULL)
+    em_keep(e, tpuc_hlo_pad(e->fn, x, fill, lo, hi, NULL, &r));
+  return r;
+}
+
+/* mode(self, dim=-1, keepdim=False) -> (values, indices), as the CPU: the
+ * row is sorted by `<` (std::sort, an insertion sort for rows of up to 16
+ * elements, emulated here step for step, NaNs included), and the first run
+ * of equal values with the largest count wins, with the original index of
+ * the last element of that run. Longer rows run on the CPU (its introsort
+ * orders ties its own way). */
+static tpuc_status* lower_mode(op_ctx* c, int param) {
+  (void)param;
+  if (!op_is_tensor(c, 0)) return op_unimpl("unexpected arguments");
+  const tpuc_hlo_type in = c->types[0];
+  tpuc_dtype dt = in.dtype;
+  if (is_cx(dt)) return op_unimpl("complex: CPU says why");
+  int64_t dim_arg = -1, keep = 0, dim = 0;
+  TRY(op_int_arg(c, 1, -1, &dim_arg));
+  TRY(op_int_arg(c, 2, 0, &keep));
+  TRY(op_wrap_dim(in.rank, dim_arg, &dim));
+  int64_t n = in.rank == 0 ? 1 : in.dims[dim];
+  int64_t total = tpuc_hlo_type_num_elements(&in);
+  if (n == 0 || n > 16 || total == 0)
+    return op_unimpl("mode of this size: CPU");
+  em ee = em_of(c), *e = &ee;
+  tpuc_dtype ct = dt == TPUC_DTYPE_PRED ? TPUC_DTYPE_U8 : dt;
+  V x = e_cvt(e, c->vals[0], ct);
+  c->nouts = 2;
+  if (in.rank == 0) {
+    c->outs[0] = c->vals[0];
+    c->outs[1] = e_kd(e, TPUC_DTYPE_S64, 0, x);
+    return em_done(e);
+  }
+  /* Rows: the other dims in order, then `dim`; as [R, n]. */
+  int64_t perm[TPUC_MAX_RANK], odims[TPUC_MAX_RANK];
+  int no = 0;
+  for (int d = 0; d < in.rank; d++)
+    if (d != dim) odims[no] = in.dims[d], perm[no++] = d;
+  perm[no] = dim;
+  int64_t rows = total / n, rn[2] = {rows, n};
+  V xt = -1, s = -1;
+  if (e->st == NULL) em_keep(e, tpuc_hlo_transpose(e->fn, x, perm, &xt));
+  if (e->st == NULL) em_keep(e, tpuc_hlo_reshape(e->fn, xt, rn, 2, &s));
+  tpuc_hlo_type it = tpuc_hlo_type_make(TPUC_DTYPE_S64, rn, 2);
+  V col = -1;
+  if (e->st == NULL) em_keep(e, tpuc_hlo_iota(e->fn, &it, 1, &col));
+  V idx = col;
+  V zs = e_k0(e, ct, 0), zi = e_k0(e, TPUC_DTYPE_S64, 0);
+  bool red1[2] = {false, true};
+  for (int64_t i = 1; i < n && e->st == NULL; i++) {
+    V val = e_col(e, s, i), vi = e_col(e, idx, i);
+    V lt = LT(val, s);
+    V first = e_col(e, lt, 0);
+    /* the insertion point: after the last j < i with !(val < row[j]) */
+    V cand = AND(NOT(lt), LT(col, K(col, (double)i)));
+    V jm = e_reduce(e, SEL(cand, col, K(col, -1)), red1, TPUC_HLO_MAX,
+                    e_k0(e, TPUC_DTYPE_S64, -1));
+    V p = -1;
+    int64_t d0 = 0;
+    if (e->st == NULL)
+      em_keep(e, tpuc_hlo_broadcast_in_dim(e->fn, jm, rn, 2, &d0, &p));
+    p = SEL(first, K(p, 0), ADD(p, K(p, 1)));
+    V before = LT(col, p), at = EQ(col, p);
+    V moved = LE(col, K(col, (double)i));
+    s = SEL(before, s, SEL(at, val, SEL(moved, e_shift1(e, s, true, zs), s)));
+    idx = SEL(before, idx,
+              SEL(at, vi, SEL(moved, e_shift1(e, idx, true, zi), idx)));
+  }
+  /* Runs: ends where the next value differs (NaN != NaN), starts where
+   * the previous does. */
+  V last = EQ(col, K(col, (double)(n - 1)));
+  V nxt = NE(s, e_shift1(e, s, false, zs));
+  V end = OR(last, nxt);
+  V start = OR(EQ(col, K(col, 0)), e_shift1(e, nxt, true,
+                                            e_k0(e, TPUC_DTYPE_PRED, 0)));
+  V ls = SEL(start, col, K(col, 0));
+  for (int64_t sh = 1; sh < n && e->st == NULL; sh *= 2) {
+    int64_t lo[2] = {0, sh}, hi[2] = {0, -sh};
+    V p = -1;
+    em_keep(e, tpuc_hlo_pad(e->fn, ls, zi, lo, hi, NULL, &p));
+    ls = MAX(ls, p);
+  }
+  V len = SEL(end, ADD(SUB(col, ls), K(col, 1)), K(col, 0));
+  V f = e_reduce(e, len, red1, TPUC_HLO_MAX, e_k0(e, TPUC_DTYPE_S64, 0));
+  V fb = -1;
+  int64_t d0 = 0;
+  if (e->st == NULL)
+    em_keep(e, tpuc_hlo_broadcast_in_dim(e->fn, f, rn, 2, &d0, &fb));
+  V pos = e_reduce(e, SEL(EQ(len, fb), col, K(col, (double)n)), red1,
+                   TPUC_HLO_MIN, e_k0(e, TPUC_DTYPE_S64, (double)n));
+  V pb = -1;
+  if (e->st == NULL)
+    em_keep(e, tpuc_hlo_broadcast_in_dim(e->fn, pos, rn, 2, &d0, &pb));
+  V hit = EQ(col, pb);
+  V mv = e_reduce(e, SEL(hit, s, e_splat(e, e_lowest(e, ct, true), s)), red1,
+                  TPUC_HLO_MAX, e_lowest(e, ct, true));
+  V mi = e_reduce(e, SEL(hit, idx, K(idx, -1)), red1, TPUC_HLO_MAX,
+                  e_k0(e, TPUC_DTYPE_S64, -1));
+  int64_t kd[TPUC_MAX_RANK];
+  for (int d = 0; d < in.rank; d++) kd[d] = d == dim ? 1 : in.dims[d];
+  V ov = -1, oi = -1;
+  if (e->st == NULL)
+    em_keep(e, tpuc_hlo_reshape(e->fn, e_cvt(e, mv, dt), keep ? kd : odims,
+                                keep ? in.rank : no, &ov));
+  if (e->st == NULL)
+    em_keep(e, tpuc_hlo_reshape(e->fn, mi, keep ? kd : odims,
+                                keep ? in.rank : no, &oi));
+  c->outs[0] = ov;
+  c->outs[1] = oi;
   return em_done(e);
 }
 
@@ -1692,8 +2492,74 @@ const op_entry op_table_math[] = {
     {"aten::sort.values_stable", lower_sort, SO_SORT_STABLE},
     {"aten::topk", lower_sort, SO_TOPK},
     {"aten::topk.values", lower_sort, SO_TOPK},
+    {"aten::pow.Tensor_Tensor", lower_pow, PW_TT},
+    {"aten::pow_.Tensor", lower_pow, PW_TT},
+    {"aten::pow.Tensor_Tensor_out", lower_pow, PW_TT},
+    {"aten::pow.Tensor_Scalar", lower_pow, PW_TS},
+    {"aten::pow_.Scalar", lower_pow, PW_TS},
+    {"aten::pow.Tensor_Scalar_out", lower_pow, PW_TS},
+    {"aten::pow.Scalar", lower_pow, PW_ST},
+    {"aten::pow.Scalar_out", lower_pow, PW_ST},
+    {"aten::fmod.Tensor", lower_int_binary, I_FMOD},
+    {"aten::fmod_.Tensor", lower_int_binary, I_FMOD},
+    {"aten::fmod.Tensor_out", lower_int_binary, I_FMOD},
+    {"aten::fmod.Scalar", lower_int_binary, I_FMOD},
+    {"aten::fmod_.Scalar", lower_int_binary, I_FMOD},
+    {"aten::fmod.Scalar_out", lower_int_binary, I_FMOD},
+    {"aten::bitwise_left_shift.Tensor", lower_int_binary, I_LSHIFT},
+    {"aten::bitwise_left_shift_.Tensor", lower_int_binary, I_LSHIFT},
+    {"aten::bitwise_left_shift.Tensor_out", lower_int_binary, I_LSHIFT},
+    {"aten::bitwise_left_shift.Tensor_Scalar", lower_int_binary, I_LSHIFT},
+    {"aten::bitwise_left_shift_.Tensor_Scalar", lower_int_binary, I_LSHIFT},
+    {"aten::bitwise_left_shift.Tensor_Scalar_out", lower_int_binary, I_LSHIFT},
+    {"aten::bitwise_left_shift.Scalar_Tensor", lower_int_binary, I_LSHIFT},
+    {"aten::bitwise_left_shift.Scalar_Tensor_out", lower_int_binary, I_LSHIFT},
+    {"aten::bitwise_right_shift.Tensor", lower_int_binary, I_RSHIFT},
+    {"aten::bitwise_right_shift_.Tensor", lower_int_binary, I_RSHIFT},
+    {"aten::bitwise_right_shift.Tensor_out", lower_int_binary, I_RSHIFT},
+    {"aten::bitwise_right_shift.Tensor_Scalar", lower_int_binary, I_RSHIFT},
+    {"aten::bitwise_right_shift_.Tensor_Scalar", lower_int_binary, I_RSHIFT},
+    {"aten::bitwise_right_shift.Tensor_Scalar_out", lower_int_binary, I_RSHIFT},
+    {"aten::bitwise_right_shift.Scalar_Tensor", lower_int_binary, I_RSHIFT},
+    {"aten::bitwise_right_shift.Scalar_Tensor_out", lower_int_binary, I_RSHIFT},
+    {"aten::gcd", lower_int_binary, I_GCD},
+    {"aten::gcd.out", lower_int_binary, I_GCD},
+    {"aten::gcd_", lower_int_binary, I_GCD},
+    {"aten::lcm", lower_int_binary, I_LCM},
+    {"aten::lcm.out", lower_int_binary, I_LCM},
+    {"aten::lcm_", lower_int_binary, I_LCM},
+    {"aten::nextafter", lower_int_binary, I_NEXTAFTER},
+    {"aten::nextafter.out", lower_int_binary, I_NEXTAFTER},
+    {"aten::nextafter_", lower_int_binary, I_NEXTAFTER},
+    {"aten::trace", lower_trace, 0},
+    {"aten::trace.out", lower_trace, 0},
+    {"aten::aminmax", lower_aminmax, 0},
+    {"aten::aminmax.out", lower_aminmax, 0},
+    {"aten::isin.Tensor_Tensor", lower_isin, 0},
+    {"aten::isin.Tensor_Tensor_out", lower_isin, 0},
+    {"aten::isin.Tensor_Scalar", lower_isin, 0},
+    {"aten::isin.Tensor_Scalar_out", lower_isin, 0},
+    {"aten::isin.Scalar_Tensor", lower_isin, 0},
+    {"aten::isin.Scalar_Tensor_out", lower_isin, 0},
+    {"aten::hash_tensor", lower_hash_tensor, 0},
+    {"aten::hash_tensor.out", lower_hash_tensor, 0},
+    {"aten::mode", lower_mode, 0},
+    {"aten::mode.values", lower_mode, 0},
+    {"aten::searchsorted.Tensor", lower_search, SS_SEARCHSORTED},
+    {"aten::searchsorted.Tensor_out", lower_search, SS_SEARCHSORTED},
+    {"aten::bucketize.Tensor", lower_search, SS_BUCKETIZE},
+    {"aten::bucketize.Tensor_out", lower_search, SS_BUCKETIZE},
     {NULL, NULL, 0},
 };
 
 /* Complex-ready ops of this file (ops_internal.h). */
-const char* const op_complex_math[] = {NULL};
+const char* const op_complex_math[] = {
+    "pow", "pow_", "trace", "any", "all", "prod", "count_nonzero", "norm",
+    "rsub", "logical_and", "logical_and_", "logical_or", "logical_or_",
+    "logical_xor", "logical_xor_", "logical_not", "logical_not_", "isnan",
+    "isinf", "addcmul", "addcmul_", "addcdiv", "addcdiv_", "lerp", "lerp_",
+    "addr", "addr_", "addbmm", "addbmm_", "tan", "tan_", "log1p", "log1p_",
+    "expm1", "expm1_", "sigmoid", "sigmoid_",
+    "sinh", "sinh_", "cosh", "cosh_", "exp2", "exp2_", "log2", "log2_",
+    "log10", "log10_", "atanh", "atanh_", "atan", "atan_", "asinh", "asinh_",
+    "asin", "asin_", "acos", "acos_", "acosh", "acosh_", NULL};

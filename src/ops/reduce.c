@@ -101,8 +101,6 @@ tpuc_status* op_lower_reduce(op_ctx* c, int param) {
     want = last->dtype;
   tpuc_dtype result;
   if (op == OP_REDUCE_MAX || op == OP_REDUCE_MIN) {
-    if (in.dtype == TPUC_DTYPE_PRED)
-      return tpuc_status_make(TPUC_UNIMPLEMENTED, "bool amax/amin: CPU");
     result = in.dtype;
   } else if (want != TPUC_DTYPE_INVALID) {
     result = want;
@@ -131,6 +129,8 @@ tpuc_status* op_lower_reduce(op_ctx* c, int param) {
   bool keepdim = has_dims && c->nargs > 2 &&
                  (c->args[2].kind == TPUC_OP_ARG_BOOL) && c->args[2].i != 0;
   tpuc_dtype acc = op_accumulation_dtype(result);
+  /* bool amax/amin: any/all, computed on u8 */
+  if (result == TPUC_DTYPE_PRED) acc = TPUC_DTYPE_U8;
   tpuc_hlo_value x = c->vals[0];
   if (want != TPUC_DTYPE_INVALID && in.dtype != want)
     TRY(tpuc_hlo_convert(c->fn, x, want, &x));
