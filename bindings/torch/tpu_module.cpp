@@ -102,6 +102,7 @@ py::dict fused_stats() {
   d["cache_hits"] = s.cache_hits;
   d["disk_hits"] = s.disk_hits;
   d["recompiles"] = s.recompiles;
+  d["donated"] = s.donated;
   d["compile_seconds"] = s.compile_seconds;
   py::dict why;
   for (int r = 0; r < TPUC_FUSED_REASONS; r++)

@@ -70,6 +70,7 @@ typedef struct tpuc_fused_stats {
   uint64_t cache_hits;       /* ... not there, found in the compile cache */
   uint64_t disk_hits;        /* ... of which in its disk tier */
   uint64_t recompiles;       /* compiles of an op sequence seen before */
+  uint64_t donated;          /* inputs whose memory an output reused */
   double compile_seconds;
   uint64_t by_reason[TPUC_FUSED_REASONS];
 } tpuc_fused_stats;

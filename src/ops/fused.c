@@ -379,7 +379,7 @@ static void sb_type(sbuf* b, const tpuc_buffer* buf) {
 /* The composed module of nodes [0, n) of `s`: externals in node order,
  * the live outputs (live[node * FZ_MAX_OUT + k]) returned in node order. */
 static tpuc_status* compose(const fz_seg* s, size_t n, const bool* live,
-                            char** text, size_t* len) {
+                            const int* alias, char** text, size_t* len) {
   sbuf b = {0};
   sb_put(&b, "module @tpuc_fused {\n", 21);
   static const char kHead[] = "  func.func public @main(";
@@ -413,6 +413,8 @@ static tpuc_status* compose(const fz_seg* s, size_t n, const bool* live,
       if (nd->internal[a]) continue;
       sb_printf(&b, "%s%%e%zu: ", ext ? ", " : "", ext);
       sb_type(&b, nd->in[a]);
+      if (alias[ext] >= 0)
+        sb_printf(&b, " {tf.aliasing_output = %d : i32}", alias[ext]);
       ext++;
     }
   }
@@ -589,14 +591,65 @@ static tpuc_status* run_prefix(fz_seg* s, size_t n, tpuc_fused_reason why) {
     ev.dropped = true;
     g_stats.segments_dropped++;
   } else {
+    size_t next = 0;
+    for (size_t i = 0; i < n; i++)
+      for (uint32_t a = 0; a < s->nodes[i].nin; a++)
+        next += !s->nodes[i].internal[a];
+    tpuc_buffer** args = malloc(sizeof *args * (next ? next : 1));
+    int* alias = malloc(sizeof *alias * (next ? next : 1));
+    bool* donate = calloc(next ? next : 1, sizeof *donate);
+    tpuc_buffer** outs = calloc(nlive, sizeof *outs);
+    if (args == NULL || alias == NULL || donate == NULL || outs == NULL) {
+      free(args);
+      free(alias);
+      free(donate);
+      free(outs);
+      free(live);
+      return tpuc_status_make(TPUC_RESOURCE_EXHAUSTED, "out of host memory");
+    }
+    size_t e = 0;
+    for (size_t i = 0; i < n; i++)
+      for (uint32_t a = 0; a < s->nodes[i].nin; a++)
+        if (!s->nodes[i].internal[a]) args[e++] = s->nodes[i].in[a];
+    /* Whole-storage in-place updates: an input nothing else holds any more
+     * (its storage already has the new value) gives its memory to a live
+     * output of its type. */
+    tpuc_buffer** out_bufs = calloc(nlive, sizeof *out_bufs);
+    bool* taken = calloc(nlive ? nlive : 1, sizeof *taken);
+    size_t r0 = 0;
+    for (size_t i = 0; out_bufs != NULL && i < n; i++)
+      for (uint32_t k = 0; k < s->nodes[i].nout; k++)
+        if (live[i * FZ_MAX_OUT + k]) out_bufs[r0++] = s->nodes[i].out[k];
+    for (size_t j = 0; j < next; j++) {
+      alias[j] = -1;
+      tpuc_buffer* b = args[j];
+      if (out_bufs == NULL || taken == NULL ||
+          tpuc_buffer_lazy_owner(b) != NULL || tpuc_buffer_refs(b) != 1)
+        continue;
+      for (size_t r = 0; r < nlive; r++) {
+        const tpuc_buffer* o = out_bufs[r];
+        if (taken[r] || tpuc_buffer_dtype(o) != tpuc_buffer_dtype(b) ||
+            tpuc_buffer_rank(o) != tpuc_buffer_rank(b) ||
+            memcmp(tpuc_buffer_dims(o), tpuc_buffer_dims(b),
+                   sizeof(int64_t) * (size_t)tpuc_buffer_rank(b)) != 0)
+          continue;
+        taken[r] = true;
+        alias[j] = (int)r;
+        donate[j] = true;
+        break;
+      }
+    }
+    free(out_bufs);
+    free(taken);
     tpuc_fingerprint key = {0, 0};
     for (size_t i = 0; i < n; i++) key = node_fp(key, &s->nodes[i]);
     key = tpuc_fingerprint_bytes(key, live, n * FZ_MAX_OUT * sizeof *live);
+    key = tpuc_fingerprint_bytes(key, alias, next * sizeof *alias);
     tpuc_executable* exe = prog_lookup(s->client, key);
     if (exe == NULL) {
       char* text = NULL;
       size_t len = 0;
-      st = compose(s, n, live, &text, &len);
+      st = compose(s, n, live, alias, &text, &len);
       if (st == NULL) {
         tpuc_cache_source src = TPUC_CACHE_COMPILED;
         double t0 = now_seconds();
@@ -623,21 +676,9 @@ static tpuc_status* run_prefix(fz_seg* s, size_t n, tpuc_fused_reason why) {
     } else {
       g_stats.table_hits++;
     }
-    size_t next = 0;
-    for (size_t i = 0; i < n; i++)
-      for (uint32_t a = 0; a < s->nodes[i].nin; a++)
-        next += !s->nodes[i].internal[a];
-    tpuc_buffer** args = malloc(sizeof *args * (next ? next : 1));
-    tpuc_buffer** outs = calloc(nlive, sizeof *outs);
-    if (st == NULL && (args == NULL || outs == NULL))
-      st = tpuc_status_make(TPUC_RESOURCE_EXHAUSTED, "out of host memory");
-    if (st == NULL) {
-      size_t e = 0;
-      for (size_t i = 0; i < n; i++)
-        for (uint32_t a = 0; a < s->nodes[i].nin; a++)
-          if (!s->nodes[i].internal[a]) args[e++] = s->nodes[i].in[a];
-      st = tpuc_execute(exe, s->device, args, next, NULL, outs, nlive);
-    }
+    if (st == NULL)
+      st = tpuc_execute(exe, s->device, args, next, donate, outs, nlive);
+    for (size_t j = 0; st == NULL && j < next; j++) g_stats.donated += donate[j];
     if (exe != NULL) tpuc_executable_release(exe);
     if (st == NULL) {
       g_stats.segments++;
@@ -664,6 +705,8 @@ static tpuc_status* run_prefix(fz_seg* s, size_t n, tpuc_fused_reason why) {
                                 s->nodes[0].name);
     }
     free(args);
+    free(alias);
+    free(donate);
     free(outs);
   }
   log_event(&ev);
@@ -752,6 +795,16 @@ tpuc_status* fz_record(tpuc_client* client, int device, fz_text* prog,
   if (s == NULL) {
     unlock();
     return tpuc_status_make(TPUC_UNIMPLEMENTED, "no segment");
+  }
+  /* A value whose computation failed fails this op now, instead of the
+   * whole segment it would join. */
+  for (size_t a = 0; a < nin; a++) {
+    if (tpuc_buffer_lazy_owner(in[a]) != NULL) continue;
+    tpuc_status* bad = tpuc_buffer_ensure(in[a]);
+    if (bad != NULL) {
+      unlock();
+      return bad;
+    }
   }
   if (s->n == s->cap) {
     size_t cap = s->cap ? s->cap * 2 : 64;

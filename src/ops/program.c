@@ -1099,6 +1099,12 @@ static tpuc_status* run_phase(tpuc_client* client, int device, int index,
     if (st != NULL && tpuc_status_code(st) == TPUC_UNIMPLEMENTED) {
       tpuc_status_free(st);
       st = NULL;
+    } else if (st != NULL) {
+      /* An argument check failed: PyTorch's message, as in strict mode. */
+      if (exe != NULL) tpuc_executable_release(exe);
+      fz_text_release(text);
+      release_inputs(&r);
+      return st;
     }
   }
   if (st == NULL && !recorded && exe == NULL) {

@@ -366,3 +366,23 @@ def test_size_limit_cuts_segments():
     n = _child(code, TPUC_EAGER_MODE="fused", TPUC_FUSED_MAX_OPS="16",
                TPUC_FUSED_MIN_PERIOD="1000")
     assert int(n) >= 4
+
+
+def test_whole_storage_updates_donate_their_buffers():
+    torch.tpu.set_eager_mode("fused")
+    p = torch.zeros(1000, device="tpu")
+    view = p[10:20]
+    torch.tpu.synchronize()
+    torch.tpu.fused_reset_stats()
+    for _ in range(3):
+        p.mul_(0.5).add_(1.0)
+    # The storage's old value is held by nothing but the segment: its
+    # memory becomes the new value's.
+    assert view.cpu().tolist() == [1.75] * 10
+    assert torch.tpu.fused_stats()["donated"] >= 1, torch.tpu.fused_stats()
+    # A value something still holds is never donated.
+    q = torch.ones(8, device="tpu")
+    keep = q.clone()
+    torch.tpu.synchronize()
+    q.add_(1.0)
+    assert q.tolist() == [2.0] * 8 and keep.tolist() == [1.0] * 8
