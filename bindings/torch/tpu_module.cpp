@@ -127,6 +127,7 @@ py::list fused_events() {
     d["program"] = ev[i].dropped ? "" : kSource[ev[i].source & 3];
     d["seconds"] = ev[i].seconds;
     d["first_op"] = ev[i].first_op;
+    d["last_op"] = ev[i].last_op;
     d["changed"] = ev[i].changed;
     out.append(d);
   }

@@ -89,6 +89,7 @@ typedef struct tpuc_fused_event {
   int source;
   double seconds; /* compile or load time */
   char first_op[64];
+  char last_op[64]; /* for an argument check: the op that checks */
   /* For a compile of an op sequence that ran before with another key:
    * what changed. */
   char changed[160];

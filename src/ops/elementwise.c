@@ -186,6 +186,12 @@ tpuc_status* op_lower_fill(op_ctx* c, int param) {
                           : (double)(1ULL << (bits - 1))) - 1.0;
       hi = (bits == 64) ? 9223372036854775808.0 : (double)(1ULL << (bits - 1));
     }
+    static const char kMsg[] =
+        "value cannot be converted to the tensor's integer type without "
+        "overflow";
+    if (op_host_check_add(c, 1, lo, false, hi, false, TPUC_INVALID_ARGUMENT,
+                          kMsg))
+      return op_scalar(c, 1, dt, &shape, &c->outs[0]);
     tpuc_hlo_value v = c->vals[1], l, h, ok1, ok2, ok, bad;
     if (vt != TPUC_DTYPE_F64) TRY(tpuc_hlo_convert(c->fn, v, TPUC_DTYPE_F64, &v));
     TRY(op_const(c, TPUC_DTYPE_F64, lo, NULL, &l));
@@ -197,8 +203,7 @@ tpuc_status* op_lower_fill(op_ctx* c, int param) {
     c->has_check = true;
     c->check = bad;
     c->check_code = TPUC_INVALID_ARGUMENT;
-    c->check_msg = "value cannot be converted to the tensor's integer type "
-                   "without overflow";
+    c->check_msg = kMsg;
   }
   return op_scalar(c, 1, dt, &shape, &c->outs[0]);
 }

@@ -173,6 +173,11 @@ typedef struct fz_seg {
   fz_node* nodes;
   size_t n, cap;
   tpuc_fingerprint fp; /* of the nodes' programs and their wiring */
+  /* Where each window of FZ_WINDOW consecutive op programs last ended
+   * (hash -> n), to find where the op sequence starts over. */
+  uint64_t* win_hash;
+  uint32_t* win_end;
+  size_t win_cap;
 } fz_seg;
 
 /* All fused state is under one recursive lock (a segment's run may need the
@@ -546,6 +551,10 @@ static void fail_outputs(fz_seg* s, size_t n, const tpuc_status* st) {
                               tpuc_status_message(st));
 }
 
+static void windows_reset(fz_seg* s) {
+  if (s->win_hash) memset(s->win_hash, 0, sizeof *s->win_hash * s->win_cap);
+}
+
 /* Runs nodes [0, n) of `s` as one program and removes them from the
  * segment; the nodes after them stay recorded (their inputs from the run
  * ones become external). */
@@ -585,6 +594,7 @@ static tpuc_status* run_prefix(fz_seg* s, size_t n, tpuc_fused_reason why) {
   ev.ops = (uint32_t)n;
   ev.outputs = (uint32_t)nlive;
   snprintf(ev.first_op, sizeof ev.first_op, "%s", s->nodes[0].name);
+  snprintf(ev.last_op, sizeof ev.last_op, "%s", s->nodes[n - 1].name);
   g_stats.by_reason[why]++;
   tpuc_status* st = NULL;
   if (nlive == 0) {
@@ -724,6 +734,7 @@ static tpuc_status* run_prefix(fz_seg* s, size_t n, tpuc_fused_reason why) {
     s->fp = node_fp(s->fp, &s->nodes[i]);
   }
   free(live);
+  windows_reset(s);
   return st;
 }
 
@@ -770,17 +781,48 @@ static void keep_error(tpuc_status* st) {
     tpuc_status_free(st);
 }
 
-/* True when the last FZ_WINDOW nodes repeat the segment's first ones after
- * at least min_period() nodes: the sequence has started over. */
-static bool repeats(const fz_seg* s) {
+/* The hash of the FZ_WINDOW op programs ending at node n (exclusive). */
+static uint64_t window_hash(const fz_seg* s, size_t n) {
+  uint64_t h = 0x9E3779B97F4A7C15ULL;
+  for (size_t i = n - FZ_WINDOW; i < n; i++)
+    h = (h ^ s->nodes[i].prog->fp.lo) * 0x100000001B3ULL + (h >> 29);
+  return h ? h : 1;
+}
+
+/* True when the last FZ_WINDOW ops already occurred at least
+ * min_period() ops earlier in the segment: the op sequence (a step) has
+ * started over, and everything before this window is one period (after
+ * any preamble). Remembers the window otherwise. */
+static bool repeats(fz_seg* s) {
   size_t n = s->n;
-  if (n < min_period() + FZ_WINDOW) return false;
-  for (size_t i = 0; i < FZ_WINDOW; i++) {
-    const tpuc_fingerprint* a = &s->nodes[i].prog->fp;
-    const tpuc_fingerprint* b = &s->nodes[n - FZ_WINDOW + i].prog->fp;
-    if (a->lo != b->lo || a->hi != b->hi) return false;
+  if (n < FZ_WINDOW) return false;
+  if (s->win_cap < 2 * max_ops() + 2) {
+    size_t cap = 16;
+    while (cap < 2 * max_ops() + 2) cap *= 2;
+    uint64_t* h = calloc(cap, sizeof *h);
+    uint32_t* e = calloc(cap, sizeof *e);
+    if (h == NULL || e == NULL) {
+      free(h);
+      free(e);
+      return false;
+    }
+    free(s->win_hash);
+    free(s->win_end);
+    s->win_hash = h;
+    s->win_end = e;
+    s->win_cap = cap;
   }
-  return true;
+  uint64_t h = window_hash(s, n);
+  size_t mask = s->win_cap - 1, i = (size_t)(h * 0x9E3779B97F4A7C15ULL) & mask;
+  for (; s->win_hash[i] != 0; i = (i + 1) & mask) {
+    if (s->win_hash[i] != h) continue;
+    if (n - s->win_end[i] >= min_period()) return true;
+    s->win_end[i] = (uint32_t)n; /* too close: a shorter repeat */
+    return false;
+  }
+  s->win_hash[i] = h;
+  s->win_end[i] = (uint32_t)n;
+  return false;
 }
 
 tpuc_status* fz_record(tpuc_client* client, int device, fz_text* prog,
@@ -871,10 +913,14 @@ tpuc_status* fz_record(tpuc_client* client, int device, fz_text* prog,
   }
   /* A step boundary or the size limit: run what came before. Errors of
    * that run surface at the next flush (asynchronous, like strict mode). */
-  if (repeats(s))
+  if (repeats(s)) {
     keep_error(run_prefix(s, s->n - FZ_WINDOW, TPUC_FUSED_REPEAT));
-  else if (s->n >= max_ops())
+    windows_reset(s);
+    repeats(s); /* the window that starts the new segment */
+  } else if (s->n >= max_ops()) {
     keep_error(run_prefix(s, s->n, TPUC_FUSED_LIMIT));
+    windows_reset(s);
+  }
   unlock();
   return NULL;
 }
@@ -895,6 +941,8 @@ static void on_client_destroy(tpuc_client* client, void* user) {
     tpuc_status_free(gone);
     for (size_t k = 0; k < s->n; k++) node_clear(&s->nodes[k]);
     free(s->nodes);
+    free(s->win_hash);
+    free(s->win_end);
     free(s);
     g_open[i] = g_open[--g_nopen];
   }

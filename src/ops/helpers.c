@@ -142,3 +142,13 @@ tpuc_status* op_take_along(tpuc_hlo_fn* fn, tpuc_hlo_value x,
   g.index_vector_dim = 1;
   return tpuc_hlo_gather(fn, x, idx, &g, slice, false, out);
 }
+
+bool op_host_check_add(op_ctx* c, int i, double lo, bool lo_incl, double hi,
+                       bool hi_incl, tpuc_code code, const char* msg) {
+  if (i < 0 || (size_t)i >= c->nargs || c->args[i].kind != TPUC_OP_ARG_SCALAR ||
+      c->n_host_checks == OP_MAX_HOST_CHECKS)
+    return false;
+  c->host_checks[c->n_host_checks++] =
+      (op_host_check){i, lo, hi, lo_incl, hi_incl, code, msg};
+  return true;
+}

@@ -1675,6 +1675,12 @@ static tpuc_status* lower_pow(op_ctx* c, int which) {
   tpuc_dtype dt;
   TRY(op_result_type(c, ab, 2, &dt));
   if (dt == TPUC_DTYPE_PRED) return op_unimpl("bool pow: CPU says why");
+  /* A bool base raised in a wider integer dtype: XLA:CPU did not finish
+   * compiling the squaring chain in minutes; the CPU runs it. */
+  if (!is_float(dt) && !is_cx(dt) &&
+      ((op_is_tensor(c, 0) && c->types[0].dtype == TPUC_DTYPE_PRED) ||
+       (op_is_tensor(c, 1) && c->types[1].dtype == TPUC_DTYPE_PRED)))
+    return op_unimpl("integer pow of a bool tensor: CPU");
   bool cx = is_cx(dt);
   if (is_float(dt) && which != PW_ST)
     return op_lower_binary(c, TPUC_HLO_POW | OP_BINARY_FLOAT_ONLY);

@@ -12,6 +12,17 @@
 /* Tensors in all Tensor[] arguments of one call, together. */
 #define OP_MAX_LIST 64
 
+/* "Scalar argument `arg` must lie in (lo, hi)" (each bound inclusive or
+ * not; NaN is always bad), else the call fails with code and msg. */
+typedef struct op_host_check {
+  int arg;
+  double lo, hi;
+  bool lo_incl, hi_incl;
+  tpuc_code code;
+  const char* msg;
+} op_host_check;
+#define OP_MAX_HOST_CHECKS 2
+
 /* One op call being lowered: its arguments as values of @main. */
 typedef struct op_ctx {
   tpuc_hlo_module* module;
@@ -54,6 +65,11 @@ typedef struct op_ctx {
   tpuc_hlo_value check;
   tpuc_code check_code;
   const char* check_msg;
+  /* Checks of a Python scalar argument's value, done on the host at every
+   * call (op_host_check): no device round trip, so fused mode need not run
+   * its segment to raise them. */
+  op_host_check host_checks[OP_MAX_HOST_CHECKS];
+  size_t n_host_checks;
 } op_ctx;
 
 typedef tpuc_status* (*op_lower_fn)(op_ctx* c, int param);
@@ -112,6 +128,11 @@ tpuc_status* fz_record(tpuc_client* client, int device, fz_text* prog,
                        const char* check_msg, tpuc_buffer** outs);
 
 /* ---- helpers for lowerings ---- */
+
+/* Adds a host check of scalar argument i (SCALAR kind); false when the
+ * argument is not a host scalar (check it on the device then). */
+bool op_host_check_add(op_ctx* c, int i, double lo, bool lo_incl, double hi,
+                       bool hi_incl, tpuc_code code, const char* msg);
 
 /* UNIMPLEMENTED: "run this call on the CPU" (printf-style reason). */
 tpuc_status* op_unimpl(const char* why);

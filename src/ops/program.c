@@ -389,6 +389,8 @@ typedef struct {
   tpuc_hlo_type out_types[OP_MAX_OUTS];
   /* The program's outputs (bytes of the defined results, the check). */
   tpuc_hlo_type exec_types[OP_MAX_OUTS + 1];
+  op_host_check host_checks[OP_MAX_HOST_CHECKS];
+  size_t n_host_checks;
   /* The program has one more output: the lowering's argument check. */
   bool has_check;
   tpuc_code check_code;
@@ -596,6 +598,8 @@ static void prog_insert(tpuc_client* client, const keybuf* k,
     memcpy(e->out_types, types, sizeof(tpuc_hlo_type) * nouts);
     memcpy(e->exec_types, exec_types, sizeof e->exec_types);
     e->has_check = c->has_check;
+    memcpy(e->host_checks, c->host_checks, sizeof e->host_checks);
+    e->n_host_checks = c->n_host_checks;
     e->check_code = c->check_code;
     e->check_msg = c->check_msg;
     g_progs_count++;
@@ -1029,8 +1033,12 @@ static tpuc_status* run_phase(tpuc_client* client, int device, int index,
   tpuc_code check_code = TPUC_OK;
   const char* check_msg = NULL;
   tpuc_eager_mode mode = tpuc_eager_mode_current();
+  op_host_check host_checks[OP_MAX_HOST_CHECKS];
+  size_t n_host_checks = 0;
   if (!key.overflow && prog_find(client, &key, fp, &hit) != NULL) {
     exe = hit.exe;
+    memcpy(host_checks, hit.host_checks, sizeof host_checks);
+    n_host_checks = hit.n_host_checks;
     memcpy(exec_types, hit.exec_types, sizeof exec_types);
     text = hit.text;
     nouts = hit.nouts;
@@ -1052,6 +1060,8 @@ static tpuc_status* run_phase(tpuc_client* client, int device, int index,
                       &text, out_types, exec_types);
     if (st != NULL) return tpuc_status_annotate(st, "%s", e->name);
     nouts = c.nouts;
+    memcpy(host_checks, c.host_checks, sizeof host_checks);
+    n_host_checks = c.n_host_checks;
     has_check = c.has_check;
     check_code = c.check_code;
     check_msg = c.check_msg;
@@ -1070,6 +1080,19 @@ static tpuc_status* run_phase(tpuc_client* client, int device, int index,
     return tpuc_status_make(TPUC_INVALID_ARGUMENT,
                             "%s has %zu results, room for %zu", e->name, nouts,
                             max_results);
+  }
+  /* Scalar-argument checks, on the host. */
+  for (size_t k = 0; k < n_host_checks; k++) {
+    const op_host_check* h = &host_checks[k];
+    const tpuc_op_arg* a = &args[h->arg];
+    double v = a->scalar == TPUC_SCALAR_FLOAT ? a->f : (double)a->i;
+    bool ok = (h->lo_incl ? v >= h->lo : v > h->lo) &&
+              (h->hi_incl ? v <= h->hi : v < h->hi);
+    if (!ok) {
+      if (exe != NULL) tpuc_executable_release(exe);
+      fz_text_release(text);
+      return tpuc_status_make(h->code, "%s", h->msg);
+    }
   }
   run_inputs r = {{0}, 0};
   tpuc_status* st = NULL;

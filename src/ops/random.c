@@ -181,6 +181,8 @@ static tpuc_status* lower_uniform(op_ctx* c, int param) {
 /* Adds "scalar argument i < 0 (or NaN)" as the call's check. */
 static tpuc_status* check_not_negative(op_ctx* c, int i, tpuc_dtype ct,
                                        tpuc_code code, const char* msg) {
+  if (op_host_check_add(c, i, 0.0, true, INFINITY, true, code, msg))
+    return NULL;
   tpuc_hlo_value s0, zero, ok;
   TRY(scalar_or(c, i, 1.0, ct, NULL, &s0));
   TRY(op_const(c, ct, 0.0, NULL, &zero));
@@ -334,6 +336,9 @@ static tpuc_status* lower_dropout(op_ctx* c, int param) {
   TRY(tpuc_hlo_select(c->fn, mask, y, zero, &y));
   TRY(tpuc_hlo_convert(c->fn, y, dt, &c->outs[0]));
   c->outs[1] = mask;
+  if (op_host_check_add(c, 1, 0.0, true, 1.0, true, TPUC_INVALID_ARGUMENT,
+                        "dropout probability has to be between 0 and 1"))
+    return NULL;
   tpuc_hlo_value p0, lo, hi, bad;
   TRY(op_scalar(c, 1, ct, NULL, &p0));
   TRY(op_const(c, ct, 0.0, NULL, &lo));

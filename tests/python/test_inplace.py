@@ -133,19 +133,34 @@ def test_fallback_inplace_on_view_keeps_strides():
     torch.testing.assert_close(d2.cpu(), x2)
 
 
+def _lookups():
+    st = torch.tpu.compile_cache_stats()
+    return st["misses"] + st["memory_hits"] + st["disk_hits"]
+
+
 def test_scalars_do_not_recompile():
     # x.add_(0.5) and x.add_(0.7) share one executable: scalars are program
     # arguments, never part of the cache key.
-    x = torch.zeros(7, device="tpu")
-    x.add_(0.5)
-    before = torch.tpu.compile_cache_stats() if hasattr(torch.tpu, "compile_cache_stats") else None
-    x.add_(0.7)
-    x.mul_(1.5)
-    x.mul_(3.0)
-    torch.testing.assert_close(x.cpu(), torch.full((7,), 5.4))
-    if before is not None:
-        after = torch.tpu.compile_cache_stats()
-        assert after["misses"] == before["misses"] + 1  # only mul_'s first call
+    with torch.tpu.eager_mode("strict"):
+        x = torch.zeros(7, device="tpu")
+        x.add_(0.5)
+        before = _lookups()
+        x.add_(0.7)
+        x.mul_(1.5)
+        x.mul_(3.0)
+        torch.testing.assert_close(x.cpu(), torch.full((7,), 5.4))
+        assert _lookups() == before + 1  # only mul_'s first call
+    # Fused: the segment's program does not depend on the values either.
+    with torch.tpu.eager_mode("fused"):
+        for a, b, want in ((0.5, 2.0, 1.0), (0.7, 3.0, 2.1)):
+            x = torch.zeros(7, device="tpu")
+            torch.tpu.synchronize()
+            before = _lookups()
+            x.add_(a)
+            x.mul_(b)
+            torch.testing.assert_close(x.cpu(), torch.full((7,), want))
+            if a == 0.7:
+                assert _lookups() == before, "the second segment compiled again"
 
 
 def test_complex_tensors_run_natively(native_only):
