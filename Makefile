@@ -10,6 +10,8 @@
 #                       targets for FUZZ_SECONDS each (build-fuzz/)
 #   make bench          run every build/bench_* (JSON in bench/results/), table
 #   make bench-runtime  run build/bench_runtime only, table
+#   make bench-eager    run bench/bench_eager.py only (eager modes on GPT-2 and
+#                       Llama, JSON + PNG in bench/results/), table
 #   make format         clang-format -i over the C/C++ sources
 #   make clean          remove the build trees (make distclean: and .venv)
 #
@@ -31,7 +33,7 @@ export JOBS FUZZ_SECONDS FUZZ_FLAGS
 
 .PHONY: all build setup demo test test-c test-py test-conformance \
 	conformance-report test-asan test-fuzz bench \
-	bench-runtime bench-device format clean distclean
+	bench-runtime bench-device bench-eager format clean distclean
 
 all: build
 
@@ -83,6 +85,7 @@ bench: build
 	  TPUC_BENCH_RESULTS_DIR="$(CURDIR)/$(BENCH_RESULTS)" "$$b"; \
 	done
 	TPUC_BENCH_RESULTS_DIR="$(CURDIR)/$(BENCH_RESULTS)" $(PYTHON) bench/bench_device.py
+	TPUC_BENCH_RESULTS_DIR="$(CURDIR)/$(BENCH_RESULTS)" $(PYTHON) bench/bench_eager.py $(BENCH_EAGER_ARGS)
 	$(PYTHON) scripts/bench_table.py $(BENCH_RESULTS)
 
 bench-device: build
@@ -93,6 +96,12 @@ bench-device: build
 bench-runtime: build
 	mkdir -p $(BENCH_RESULTS)
 	TPUC_BENCH_RESULTS_DIR="$(CURDIR)/$(BENCH_RESULTS)" ./build/bench_runtime
+	$(PYTHON) scripts/bench_table.py $(BENCH_RESULTS)
+
+# BENCH_EAGER_ARGS: e.g. --models gpt2_2layer --quick (the full run takes long).
+bench-eager: build
+	mkdir -p $(BENCH_RESULTS)
+	TPUC_BENCH_RESULTS_DIR="$(CURDIR)/$(BENCH_RESULTS)" $(PYTHON) bench/bench_eager.py $(BENCH_EAGER_ARGS)
 	$(PYTHON) scripts/bench_table.py $(BENCH_RESULTS)
 
 format:

@@ -31,6 +31,17 @@ def walk(value, path=()):
         yield path, value
 
 
+# Key paths with one of these words hold details (model configs, stats
+# dumps) rather than the benchmark's figures; the JSON keeps them.
+DETAIL_WORDS = ("config", "fused_stats", "cache_stats", "load_avg", "details",
+                "summary", "fused_log")
+
+
+def is_detail(path):
+    joined = ".".join(path).lower()
+    return any(word in joined for word in DETAIL_WORDS)
+
+
 def is_figure(value):
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
@@ -96,6 +107,8 @@ def main(argv):
         context = []
         for key_path, value in walk(data):
             key = ".".join(key_path) or "(value)"
+            if is_detail(key_path):
+                continue
             if is_figure(value):
                 rows.append((name, key, format_number(value)))
             elif isinstance(value, str) and is_context(key_path):
