@@ -115,16 +115,20 @@ def test_matmul_errors_match_cpu():
         a + torch.randn(4, device="tpu")
 
 
-def test_scalar_values_share_an_executable():
-    x = torch.randn(7, 3, device="tpu")
-    (x * 0.5).cpu()
-    before = tpuc._C.compile_cache_stats()
-    for v in (0.7, 1.9, -3.0):
-        (x * v).cpu()
-    after = tpuc._C.compile_cache_stats()
-    assert after["misses"] == before["misses"]
-    assert after["memory_entries"] == before["memory_entries"]
-    torch.testing.assert_close((x * 0.7).cpu(), x.cpu() * 0.7)
+@pytest.mark.parametrize("mode", ["strict", "fused"])
+def test_scalar_values_share_an_executable(mode):
+    with torch.tpu.eager_mode(mode):
+        x = torch.randn(7, 3, device="tpu")
+        torch.tpu.synchronize()
+        (x * 0.5).cpu()
+        before = tpuc._C.compile_cache_stats()
+        for v in (0.7, 1.9, -3.0):
+            (x * v).cpu()
+        after = tpuc._C.compile_cache_stats()
+        # No program was compiled or even looked up again.
+        for k in ("misses", "memory_hits", "disk_hits", "memory_entries"):
+            assert after[k] == before[k], k
+        torch.testing.assert_close((x * 0.7).cpu(), x.cpu() * 0.7)
 
 
 def test_unsupported_cases_fall_back_correctly():
