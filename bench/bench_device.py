@@ -76,20 +76,20 @@ def gpt2_forward(device):
 
 
 def cpu_peak_bytes(fn):
-    """Peak of live CPU tensor memory during fn(), from the profiler's
-    allocation events (allocations positive, frees negative)."""
+    """Peak of live CPU tensor memory during fn(), from the profiler: each
+    op's net allocation (self_cpu_memory_usage, innermost op) and the frees
+    outside ops ("[memory]" events), summed in time order. Allocations and
+    frees inside one op are netted, so this is a lower bound of the true
+    peak."""
     from torch.profiler import ProfilerActivity, profile
 
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         fn()
-    # "[memory]" events are the allocations and frees themselves (op events
-    # also report their children's, which would count them twice).
-    events = sorted((e for e in prof.events()
-                     if e.name == "[memory]" and e.cpu_memory_usage),
+    events = sorted((e for e in prof.events() if e.self_cpu_memory_usage),
                     key=lambda e: e.time_range.start)
     live = peak = 0
     for e in events:
-        live += e.cpu_memory_usage
+        live += e.self_cpu_memory_usage
         peak = max(peak, live)
     return peak
 
