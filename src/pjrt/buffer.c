@@ -256,7 +256,7 @@ int tpuc_buffer_refs(const tpuc_buffer* b) {
 
 /* ------------------------------ lazy buffers ----------------------------- */
 
-static _Atomic(tpuc_lazy_materializer) g_materializer = NULL;
+static _Atomic(tpuc_lazy_materializer) g_materializer; /* NULL */
 
 void tpuc_buffer_set_materializer(tpuc_lazy_materializer fn) {
   atomic_store(&g_materializer, fn);
