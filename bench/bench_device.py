@@ -75,6 +75,21 @@ def gpt2_forward(device):
     return timed(fwd, device, 3, rounds=5)
 
 
+def machine():
+    """"<OS> <arch>, <CPU model>, <n> cores" (also used by bench_eager)."""
+    cpu_model = "unknown cpu"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu_model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return (f"{platform.system()} {platform.machine()}, {cpu_model}, "
+            f"{os.cpu_count()} cores")
+
+
 def cpu_peak_bytes(fn):
     """Peak of live CPU tensor memory during fn(), from the profiler: each
     op's net allocation (self_cpu_memory_usage, innermost op) and the frees
@@ -115,20 +130,10 @@ def main():
     results["mlp_peak_device_bytes_tpu"] = torch.tpu.max_memory_allocated() - before
     results["mlp_peak_bytes_cpu"] = cpu_peak_bytes(lambda: mlp_step("cpu"))
     props = torch.tpu.get_device_properties(0)
-    cpu_model = "unknown cpu"
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    cpu_model = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
     report = {
         "benchmark": "device",
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "machine": f"{platform.system()} {platform.machine()}, {cpu_model}, "
-                   f"{os.cpu_count()} cores",
+        "machine": machine(),
         "device": f"{props.platform}: {props.name}",
         "plugin": f"{props.plugin_package} (PJRT C API {props.pjrt_api}, "
                   f"StableHLO {props.stablehlo})",

@@ -23,7 +23,6 @@ import copy
 import json
 import math
 import os
-import platform
 import shutil
 import statistics
 import subprocess
@@ -424,18 +423,8 @@ def first_step_child(name):
 
 # ------------------------------------------------------------------ reports
 
-def machine():
-    cpu_model = "unknown cpu"
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    cpu_model = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    return (f"{platform.system()} {platform.machine()}, {cpu_model}, "
-            f"{os.cpu_count()} cores")
+from bench_device import machine  # noqa: E402  (bench/ is the script dir)
+
 
 
 def num(v):
