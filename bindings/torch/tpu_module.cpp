@@ -1,6 +1,8 @@
 // tpuc._C: the Python entry points of the binding (runtime start-up, device
 // queries, memory statistics, fallback report, compile-cache statistics).
+#include <ATen/ThreadLocalPythonObjects.h>
 #include <torch/csrc/Generator.h>
+#include <torch/csrc/PyInterpreter.h>
 #include <torch/extension.h>
 
 #include "tpu_runtime.h"
@@ -84,8 +86,36 @@ py::dict cache_stats() {
   d["load_seconds"] = s.load_seconds;
   d["memory_entries"] = s.memory_entries;
   d["disk_bytes_written"] = s.disk_bytes_written;
+  d["inflight_waits"] = s.inflight_waits;
   d["cache_dir"] = tpuc_cache_dir(client());
   return d;
+}
+
+// A per-thread eager mode also holds on the threads PyTorch runs work of
+// that thread on (autograd's device threads): it is kept in PyTorch's
+// thread-local Python objects, which at::ThreadLocalState carries there.
+// The value is one of three objects made at import, so a reader compares
+// pointers and needs no GIL.
+const char kModeKey[] = "tpuc_eager_mode";
+PyObject* g_mode_objects[3];
+
+int inherited_eager_mode() {
+  static const std::string key(kModeKey);
+  if (!at::impl::ThreadLocalPythonObjects::contains(key)) return -1;
+  const auto& o = at::impl::ThreadLocalPythonObjects::get(key);
+  if (!o) return -1;
+  PyObject* p = o->ptr(&o->pyinterpreter());
+  for (int i = 0; i < 3; i++)
+    if (p == g_mode_objects[i]) return i;
+  return -1;
+}
+
+// Under the GIL: what this thread's override is now (-1: none).
+void stash_thread_mode(int mode) {
+  PyObject* obj = mode >= 0 ? g_mode_objects[mode] : Py_None;
+  Py_INCREF(obj);
+  at::impl::ThreadLocalPythonObjects::set(
+      kModeKey, std::make_shared<c10::SafePyObject>(obj, getPyInterpreter()));
 }
 
 py::dict fused_stats() {
@@ -103,6 +133,7 @@ py::dict fused_stats() {
   d["disk_hits"] = s.disk_hits;
   d["recompiles"] = s.recompiles;
   d["donated"] = s.donated;
+  d["background"] = s.background;
   d["compile_seconds"] = s.compile_seconds;
   py::dict why;
   for (int r = 0; r < TPUC_FUSED_REASONS; r++)
@@ -126,6 +157,7 @@ py::list fused_events() {
     d["ran"] = !ev[i].dropped;
     d["program"] = ev[i].dropped ? "" : kSource[ev[i].source & 3];
     d["seconds"] = ev[i].seconds;
+    d["background"] = ev[i].background;
     d["first_op"] = ev[i].first_op;
     d["last_op"] = ev[i].last_op;
     d["changed"] = ev[i].changed;
@@ -152,6 +184,10 @@ void set_fallback_mode(const std::string& mode) {
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "tpuc: PyTorch's tpu device over the PJRT C API";
+  for (int i = 0; i < 3; i++)
+    g_mode_objects[i] =
+        PyUnicode_FromString(tpuc_eager_mode_name((tpuc_eager_mode)i));
+  tpuc_eager_set_inherited(inherited_eager_mode);
   m.def("_init", [](const std::vector<std::string>& site_dirs) {
     register_hooks();
     init_runtime(site_dirs);
@@ -183,6 +219,7 @@ PYBIND11_MODULE(_C, m) {
     TORCH_CHECK_VALUE(m >= 0 || (thread && mode.empty()),
                       "eager mode must be 'debug', 'strict' or 'fused', got '",
                       mode, "'");
+    if (thread) stash_thread_mode(m);
     py::gil_scoped_release release;
     if (thread)
       check(tpuc_eager_set_thread_override(m));
@@ -195,6 +232,7 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("fused_stats", &fused_stats);
   m.def("fused_events", &fused_events);
+  m.def("fused_pending", [] { return tpuc_fused_pending(); });
   m.def("fused_reset_stats", [] { tpuc_fused_reset_stats(); });
   m.def("plugin_info", &plugin_info);
   m.def("device_info", &device_info);

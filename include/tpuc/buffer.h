@@ -77,6 +77,15 @@ tpuc_status* tpuc_buffer_lazy(tpuc_client* client, int device,
 void* tpuc_buffer_lazy_owner(const tpuc_buffer* buffer);
 int64_t tpuc_buffer_lazy_tag(const tpuc_buffer* buffer);
 void tpuc_buffer_set_lazy_tag(tpuc_buffer* buffer, int64_t tag);
+/* Hands a lazy buffer to another owner (the fused mode's background
+ * thread, once its segment is submitted there), with a new tag. */
+void tpuc_buffer_set_lazy_owner(tpuc_buffer* buffer, void* owner,
+                                int64_t tag);
+/* References held by submitted, not yet retired fused-mode work. They are
+ * part of tpuc_buffer_refs; liveness and donation decisions subtract them,
+ * so those decisions do not depend on how far the background work got. */
+int tpuc_buffer_holds(const tpuc_buffer* buffer);
+void tpuc_buffer_add_holds(tpuc_buffer* buffer, int delta);
 /* Gives lazy `buffer` the value of `value` (same type; takes over value's
  * device memory and consumes the reference). */
 void tpuc_buffer_lazy_fill(tpuc_buffer* buffer, tpuc_buffer* value);

@@ -38,6 +38,12 @@ tpuc_status* tpuc_eager_set_global(tpuc_eager_mode mode);
 /* The calling thread's override (-1: none, follow the global mode). */
 int tpuc_eager_thread_override(void);
 tpuc_status* tpuc_eager_set_thread_override(int mode);
+/* Where a thread without an override of its own finds one it inherited
+ * (-1: none): the PyTorch binding reads the thread-local state PyTorch
+ * carries into its autograd threads, so a backward pass runs in the mode
+ * of the thread that started it. NULL: no inheritance. */
+typedef int (*tpuc_eager_inherited_fn)(void);
+void tpuc_eager_set_inherited(tpuc_eager_inherited_fn fn);
 /* Parses "debug" / "strict" / "fused"; -1 for anything else. */
 int tpuc_eager_mode_parse(const char* name);
 const char* tpuc_eager_mode_name(tpuc_eager_mode mode);
@@ -71,11 +77,16 @@ typedef struct tpuc_fused_stats {
   uint64_t disk_hits;        /* ... of which in its disk tier */
   uint64_t recompiles;       /* compiles of an op sequence seen before */
   uint64_t donated;          /* inputs whose memory an output reused */
+  uint64_t background;       /* segments compiled and run on the background
+                                thread (step boundaries, size limit) */
   double compile_seconds;
   uint64_t by_reason[TPUC_FUSED_REASONS];
 } tpuc_fused_stats;
 
 void tpuc_fused_get_stats(tpuc_fused_stats* out);
+/* Segments handed to the background thread that have not finished (does
+ * not wait). */
+uint64_t tpuc_fused_pending(void);
 void tpuc_fused_reset_stats(void);
 
 /* One segment that ran or was dropped (the most recent ones are kept). */
@@ -88,6 +99,7 @@ typedef struct tpuc_fused_event {
    * 3: compile-cache disk tier. */
   int source;
   double seconds; /* compile or load time */
+  bool background; /* compiled and run on the background thread */
   char first_op[64];
   char last_op[64]; /* for an argument check: the op that checks */
   /* For a compile of an op sequence that ran before with another key:

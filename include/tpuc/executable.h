@@ -81,6 +81,9 @@ typedef struct tpuc_cache_stats {
   double load_seconds;    /* total time spent deserializing (disk hits) */
   uint64_t memory_entries;
   uint64_t disk_bytes_written;
+  /* Requests that found their program being compiled or loaded by another
+   * thread and waited for it instead of compiling it again. */
+  uint64_t inflight_waits;
 } tpuc_cache_stats;
 
 tpuc_status* tpuc_cache_get_stats(tpuc_client* client, tpuc_cache_stats* out);

@@ -347,15 +347,24 @@ def fused_stats():
     """Counters of fused mode since the last reset: ops recorded, segments
     run and dropped (no live result), ops and results per run, segment
     programs compiled vs found in the caches, recompiles, compile seconds,
-    and segments per reason."""
+    segments compiled and run on the background thread, and segments per
+    reason. Waits for the background thread's work submitted so far."""
     _lazy_init()
     return dict(_C().fused_stats())
 
 
+def fused_pending():
+    """Segments handed to the background thread (step boundaries, size
+    limit) whose compile or run has not finished yet. Does not wait."""
+    _lazy_init()
+    return int(_C().fused_pending())
+
+
 def fused_log():
     """The most recent fused segments (oldest first): why each ran, its ops
-    and live results, whether its program was compiled or found, and for a
-    recompile what changed in its key."""
+    and live results, whether its program was compiled or found, whether
+    it was compiled and run on the background thread, and for a recompile
+    what changed in its key."""
     _lazy_init()
     return list(_C().fused_events())
 
@@ -366,8 +375,10 @@ def fused_summary():
     lines = []
     by = {}
     for e in fused_log():
-        r = by.setdefault(e["reason"], {"n": 0, "ops": 0, "compiled": 0, "cached": 0, "dropped": 0})
+        r = by.setdefault(e["reason"], {"n": 0, "ops": 0, "compiled": 0, "cached": 0,
+                                        "dropped": 0, "background": 0})
         r["n"] += 1
+        r["background"] += bool(e.get("background"))
         r["ops"] += e["ops"]
         if not e["ran"]:
             r["dropped"] += 1
@@ -378,7 +389,8 @@ def fused_summary():
     for reason, r in by.items():
         lines.append(
             f"{reason}: {r['n']} segments, {r['ops'] / r['n']:.0f} ops/segment, "
-            f"{r['compiled']} compiled, {r['cached']} cached, {r['dropped']} dropped (nothing live)"
+            f"{r['compiled']} compiled, {r['cached']} cached, {r['dropped']} dropped (nothing live), "
+            f"{r['background']} in the background"
         )
     return "\n".join(lines)
 

@@ -64,9 +64,21 @@ tpuc_eager_mode tpuc_eager_mode_global(void) {
   return (tpuc_eager_mode)atomic_load(&g_mode);
 }
 
+static _Atomic(tpuc_eager_inherited_fn) g_inherited; /* zero: none */
+
+void tpuc_eager_set_inherited(tpuc_eager_inherited_fn fn) {
+  atomic_store(&g_inherited, fn);
+}
+
 tpuc_eager_mode tpuc_eager_mode_current(void) {
-  return t_override >= 0 ? (tpuc_eager_mode)t_override
-                         : tpuc_eager_mode_global();
+  if (t_override >= 0) return (tpuc_eager_mode)t_override;
+  tpuc_eager_inherited_fn fn = atomic_load(&g_inherited);
+  if (fn != NULL) {
+    int m = fn();
+    if (m >= TPUC_EAGER_DEBUG && m <= TPUC_EAGER_FUSED)
+      return (tpuc_eager_mode)m;
+  }
+  return tpuc_eager_mode_global();
 }
 
 int tpuc_eager_thread_override(void) { return t_override; }
@@ -188,6 +200,10 @@ static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 #define FZ_MAX_OPEN 16
 static fz_seg* g_open[FZ_MAX_OPEN];
 static size_t g_nopen;
+/* Statistics, the event log, the segment program table and the pending
+ * error are shared with the background thread, under their own lock: a
+ * leaf, never held while waiting for anything. */
+static pthread_mutex_t g_smu = PTHREAD_MUTEX_INITIALIZER;
 /* An error of a segment that ran without anybody waiting for it: reported
  * at the next flush. */
 static tpuc_status* g_pending_error;
@@ -197,7 +213,13 @@ static tpuc_fused_stats g_stats;
 static tpuc_fused_event g_events[FZ_EVENTS];
 static size_t g_nevents; /* total ever logged */
 
+static void slock(void) { pthread_mutex_lock(&g_smu); }
+static void sunlock(void) { pthread_mutex_unlock(&g_smu); }
+
 static tpuc_status* materialize(tpuc_buffer* b, void* owner);
+static void jobs_atfork_prepare(void);
+static void jobs_atfork_parent(void);
+static void jobs_atfork_child(void);
 
 static void init_once(void) {
   pthread_mutexattr_t a;
@@ -206,6 +228,7 @@ static void init_once(void) {
   pthread_mutex_init(&g_mu, &a);
   pthread_mutexattr_destroy(&a);
   tpuc_buffer_set_materializer(materialize);
+  pthread_atfork(jobs_atfork_prepare, jobs_atfork_parent, jobs_atfork_child);
 }
 
 static void lock(void) {
@@ -275,8 +298,10 @@ static tpuc_fingerprint node_fp(tpuc_fingerprint fp, const fz_node* nd) {
 }
 
 static void log_event(const tpuc_fused_event* e) {
+  slock();
   g_events[g_nevents % FZ_EVENTS] = *e;
   g_nevents++;
+  sunlock();
 }
 
 /* ------------------------- segment programs ----------------------------- */
@@ -306,22 +331,28 @@ static size_t g_nshapes;
 
 static tpuc_executable* prog_lookup(tpuc_client* client,
                                     tpuc_fingerprint key) {
-  for (size_t i = 0; i < g_nprogs; i++)
+  tpuc_executable* exe = NULL;
+  slock();
+  for (size_t i = 0; i < g_nprogs && exe == NULL; i++)
     if (g_progs[i].client == client && g_progs[i].key.lo == key.lo &&
         g_progs[i].key.hi == key.hi) {
       tpuc_executable_retain(g_progs[i].exe);
-      return g_progs[i].exe;
+      exe = g_progs[i].exe;
     }
-  return NULL;
+  sunlock();
+  return exe;
 }
 
 static void prog_remember(tpuc_client* client, tpuc_fingerprint key,
                           tpuc_executable* exe) {
+  slock();
   size_t slot = g_nprogs < FZ_PROGS_MAX ? g_nprogs++
                                         : (size_t)(key.lo % FZ_PROGS_MAX);
-  if (g_progs[slot].exe != NULL) tpuc_executable_release(g_progs[slot].exe);
+  tpuc_executable* old = g_progs[slot].exe;
   tpuc_executable_retain(exe);
   g_progs[slot] = (fz_prog){key, client, exe};
+  sunlock();
+  if (old != NULL) tpuc_executable_release(old);
 }
 
 typedef struct {
@@ -495,9 +526,12 @@ static tpuc_status* compose(const fz_seg* s, size_t n, const bool* live,
   return NULL;
 }
 
-/* Says what differs from the last compiled segment with the same op names. */
-static void note_recompile(const fz_seg* s, size_t n, tpuc_fingerprint key,
+/* Says what differs from the last segment with the same op names that
+ * needed a program (in ev->changed); true when there is such a segment
+ * with another key, i.e. compiling this one is a recompile. */
+static bool note_recompile(const fz_seg* s, size_t n, tpuc_fingerprint key,
                            tpuc_fused_event* ev) {
+  bool again = false;
   tpuc_fingerprint names = {0, 0};
   for (size_t i = 0; i < n; i++)
     names = tpuc_fingerprint_bytes(names, s->nodes[i].name,
@@ -508,7 +542,7 @@ static void note_recompile(const fz_seg* s, size_t n, tpuc_fingerprint key,
         g_shapes[i].n == n)
       hit = &g_shapes[i];
   if (hit != NULL && (hit->key.lo != key.lo || hit->key.hi != key.hi)) {
-    g_stats.recompiles++;
+    again = true;
     size_t i = 0;
     while (i < n && hit->node_fps[i].lo == s->nodes[i].prog->fp.lo &&
            hit->node_fps[i].hi == s->nodes[i].prog->fp.hi)
@@ -528,13 +562,251 @@ static void note_recompile(const fz_seg* s, size_t n, tpuc_fingerprint key,
     memset(hit, 0, sizeof *hit);
   }
   tpuc_fingerprint* fps = malloc(sizeof *fps * (n ? n : 1));
-  if (fps == NULL) return;
+  if (fps == NULL) return again;
   for (size_t i = 0; i < n; i++) fps[i] = s->nodes[i].prog->fp;
   free(hit->node_fps);
   hit->names = names;
   hit->n = n;
   hit->node_fps = fps;
   hit->key = key;
+  return again;
+}
+
+/* Counts a segment program obtained through the compile cache. */
+static void account_program(tpuc_fused_event* ev, tpuc_cache_source src,
+                            bool again) {
+  ev->source = src == TPUC_CACHE_COMPILED ? 1
+               : src == TPUC_CACHE_MEMORY ? 2
+                                          : 3;
+  slock();
+  if (src == TPUC_CACHE_COMPILED) {
+    g_stats.compiles++;
+    g_stats.compile_seconds += ev->seconds;
+    g_stats.recompiles += again;
+  } else {
+    g_stats.cache_hits++;
+    if (src == TPUC_CACHE_DISK) g_stats.disk_hits++;
+  }
+  sunlock();
+  if (src != TPUC_CACHE_COMPILED || !again) ev->changed[0] = '\0';
+}
+
+/* ------------------------- background thread ---------------------------- *
+ * A segment that runs because of a step boundary or the size limit is not
+ * waited for, so its program is compiled (or loaded) and run on a
+ * background thread while the calling thread keeps recording. Its live
+ * results get owner &g_job_owner and tag = the job's sequence number; a
+ * reader waits for that job. Jobs run in submission order, so a job's
+ * inputs from earlier jobs are ready when it runs. The background thread
+ * takes neither g_mu nor any lock while it waits; a finished job is retired
+ * (its references dropped) by a thread that holds g_mu. */
+
+typedef struct fz_job {
+  struct fz_job* next;
+  uint64_t seq;
+  tpuc_client* client;
+  int device;
+  tpuc_fingerprint key;
+  char* text; /* the composed program, when exe is NULL */
+  size_t len;
+  bool again; /* compiling it is a recompile */
+  tpuc_executable* exe;
+  tpuc_buffer** args; /* retained, each holds + 1 */
+  bool* donate;
+  size_t nargs;
+  tpuc_buffer** outs; /* lazy, retained, each holds + 1 */
+  size_t nout;
+  size_t nops;
+  tpuc_fused_event ev;
+} fz_job;
+
+static char g_job_owner; /* the lazy owner of results a job computes */
+static pthread_mutex_t g_jmu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_jwork = PTHREAD_COND_INITIALIZER;
+static pthread_cond_t g_jdone = PTHREAD_COND_INITIALIZER;
+static fz_job *g_queue, *g_queue_tail; /* submitted, not started */
+static fz_job* g_finished;             /* done, not retired */
+static uint64_t g_submitted, g_completed;
+static bool g_worker_running;
+
+static bool background_enabled(void) {
+  static int on = -1;
+  if (on < 0) {
+    const char* v = getenv("TPUC_FUSED_ASYNC");
+    on = !(v != NULL && strcmp(v, "0") == 0);
+  }
+  return on;
+}
+
+/* Waits until job `seq` (and every job before it) is done. */
+static void jobs_wait(uint64_t seq) {
+  pthread_mutex_lock(&g_jmu);
+  while (g_completed < seq) pthread_cond_wait(&g_jdone, &g_jmu);
+  pthread_mutex_unlock(&g_jmu);
+}
+
+static void jobs_wait_all(void) {
+  pthread_mutex_lock(&g_jmu);
+  uint64_t last = g_submitted;
+  pthread_mutex_unlock(&g_jmu);
+  jobs_wait(last);
+}
+
+static void job_free(fz_job* j) {
+  for (size_t i = 0; i < j->nargs; i++) {
+    tpuc_buffer_add_holds(j->args[i], -1);
+    tpuc_buffer_release(j->args[i]);
+  }
+  for (size_t i = 0; i < j->nout; i++) {
+    tpuc_buffer_add_holds(j->outs[i], -1);
+    tpuc_buffer_release(j->outs[i]);
+  }
+  if (j->exe != NULL) tpuc_executable_release(j->exe);
+  free(j->text);
+  free(j->args);
+  free(j->donate);
+  free(j->outs);
+  free(j);
+}
+
+/* Under g_mu: drops the references of finished jobs. */
+static void jobs_retire(void) {
+  pthread_mutex_lock(&g_jmu);
+  fz_job* j = g_finished;
+  g_finished = NULL;
+  pthread_mutex_unlock(&g_jmu);
+  while (j != NULL) {
+    fz_job* next = j->next;
+    job_free(j);
+    j = next;
+  }
+}
+
+static double now_seconds(void);
+static void keep_error(tpuc_status* st);
+
+/* On the background thread: compile or load the program, run it, fill or
+ * fail the results. */
+static void job_run(fz_job* j) {
+  tpuc_status* st = NULL;
+  tpuc_fused_event* ev = &j->ev;
+  if (j->exe == NULL) j->exe = prog_lookup(j->client, j->key);
+  if (j->exe == NULL) {
+    tpuc_cache_source src = TPUC_CACHE_COMPILED;
+    double t0 = now_seconds();
+    st = tpuc_compile(j->client, j->text, j->len, NULL, &j->exe, &src);
+    ev->seconds = now_seconds() - t0;
+    if (st == NULL) {
+      account_program(ev, src, j->again);
+      prog_remember(j->client, j->key, j->exe);
+    } else if (getenv("TPUC_FUSED_DUMP") != NULL) {
+      fprintf(stderr, "%.*s\n", (int)j->len, j->text);
+    }
+  } else {
+    ev->changed[0] = '\0';
+    slock();
+    g_stats.table_hits++;
+    sunlock();
+  }
+  tpuc_buffer** real = calloc(j->nout ? j->nout : 1, sizeof *real);
+  if (st == NULL && real == NULL)
+    st = tpuc_status_make(TPUC_RESOURCE_EXHAUSTED, "out of host memory");
+  if (st == NULL)
+    st = tpuc_execute(j->exe, j->device, j->args, j->nargs, j->donate, real,
+                      j->nout);
+  if (st == NULL) {
+    size_t donated = 0;
+    for (size_t i = 0; i < j->nargs; i++) donated += j->donate[i];
+    for (size_t i = 0; i < j->nout; i++) tpuc_buffer_lazy_fill(j->outs[i], real[i]);
+    slock();
+    g_stats.segments++;
+    g_stats.ops_run += j->nops;
+    g_stats.outputs += j->nout;
+    g_stats.donated += donated;
+    sunlock();
+  } else {
+    st = tpuc_status_annotate(st, "fused segment of %zu ops from %s", j->nops,
+                              ev->first_op);
+    for (size_t i = 0; i < j->nout; i++)
+      tpuc_buffer_lazy_fail(j->outs[i], tpuc_status_code(st),
+                            tpuc_status_message(st));
+    keep_error(st);
+  }
+  free(real);
+  log_event(ev);
+}
+
+static void* worker_main(void* arg) {
+  (void)arg;
+  pthread_mutex_lock(&g_jmu);
+  for (;;) {
+    while (g_queue == NULL) pthread_cond_wait(&g_jwork, &g_jmu);
+    fz_job* j = g_queue;
+    g_queue = j->next;
+    if (g_queue == NULL) g_queue_tail = NULL;
+    pthread_mutex_unlock(&g_jmu);
+    job_run(j);
+    pthread_mutex_lock(&g_jmu);
+    j->next = g_finished;
+    g_finished = j;
+    g_completed = j->seq;
+    pthread_cond_broadcast(&g_jdone);
+  }
+  return NULL;
+}
+
+/* Queues `j` (its outputs must already be handed to &g_job_owner with
+ * j->seq); false when no background thread could be started. */
+static bool job_submit(fz_job* j) {
+  pthread_mutex_lock(&g_jmu);
+  if (!g_worker_running) {
+    pthread_t t;
+    pthread_attr_t a;
+    pthread_attr_init(&a);
+    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+    g_worker_running = pthread_create(&t, &a, worker_main, NULL) == 0;
+    pthread_attr_destroy(&a);
+    if (!g_worker_running) {
+      pthread_mutex_unlock(&g_jmu);
+      return false;
+    }
+  }
+  j->next = NULL;
+  if (g_queue_tail != NULL)
+    g_queue_tail->next = j;
+  else
+    g_queue = j;
+  g_queue_tail = j;
+  pthread_cond_signal(&g_jwork);
+  pthread_mutex_unlock(&g_jmu);
+  return true;
+}
+
+/* The next job's sequence number (jobs are numbered from 1). */
+static uint64_t job_next_seq(void) {
+  pthread_mutex_lock(&g_jmu);
+  uint64_t seq = ++g_submitted;
+  pthread_mutex_unlock(&g_jmu);
+  return seq;
+}
+
+/* fork: the child has no background thread; it starts a new one if it
+ * needs one. Jobs in flight at the fork are lost to the child (its device
+ * client is not usable after a fork anyway). */
+static void jobs_atfork_prepare(void) {
+  pthread_mutex_lock(&g_jmu);
+  pthread_mutex_lock(&g_smu);
+}
+static void jobs_atfork_parent(void) {
+  pthread_mutex_unlock(&g_smu);
+  pthread_mutex_unlock(&g_jmu);
+}
+static void jobs_atfork_child(void) {
+  pthread_mutex_unlock(&g_smu);
+  pthread_mutex_unlock(&g_jmu);
+  g_worker_running = false;
+  g_queue = g_queue_tail = NULL;
+  g_completed = g_submitted;
 }
 
 static double now_seconds(void) {
@@ -595,11 +867,14 @@ static tpuc_status* run_prefix(fz_seg* s, size_t n, tpuc_fused_reason why) {
   ev.outputs = (uint32_t)nlive;
   snprintf(ev.first_op, sizeof ev.first_op, "%s", s->nodes[0].name);
   snprintf(ev.last_op, sizeof ev.last_op, "%s", s->nodes[n - 1].name);
+  slock();
   g_stats.by_reason[why]++;
+  if (nlive == 0) g_stats.segments_dropped++;
+  sunlock();
   tpuc_status* st = NULL;
+  bool submitted = false;
   if (nlive == 0) {
     ev.dropped = true;
-    g_stats.segments_dropped++;
   } else {
     size_t next = 0;
     for (size_t i = 0; i < n; i++)
@@ -633,8 +908,10 @@ static tpuc_status* run_prefix(fz_seg* s, size_t n, tpuc_fused_reason why) {
     for (size_t j = 0; j < next; j++) {
       alias[j] = -1;
       tpuc_buffer* b = args[j];
+      void* owner = tpuc_buffer_lazy_owner(b);
       if (out_bufs == NULL || taken == NULL ||
-          tpuc_buffer_lazy_owner(b) != NULL || tpuc_buffer_refs(b) != 1)
+          (owner != NULL && owner != &g_job_owner) ||
+          tpuc_buffer_refs(b) - tpuc_buffer_holds(b) != 1)
         continue;
       for (size_t r = 0; r < nlive; r++) {
         const tpuc_buffer* o = out_bufs[r];
@@ -656,70 +933,148 @@ static tpuc_status* run_prefix(fz_seg* s, size_t n, tpuc_fused_reason why) {
     key = tpuc_fingerprint_bytes(key, live, n * FZ_MAX_OUT * sizeof *live);
     key = tpuc_fingerprint_bytes(key, alias, next * sizeof *alias);
     tpuc_executable* exe = prog_lookup(s->client, key);
+    /* A step boundary or the size limit: nobody waits for the results, so
+     * the program is compiled and run in the background -- when it is not
+     * in the program table yet, or when an input is still being computed
+     * there (jobs run in order). */
+    bool pending_in = false;
+    for (size_t j = 0; j < next; j++)
+      pending_in |= tpuc_buffer_lazy_owner(args[j]) == &g_job_owner;
+    bool background = !any_check && background_enabled() &&
+                      (why == TPUC_FUSED_REPEAT || why == TPUC_FUSED_LIMIT) &&
+                      (exe == NULL || pending_in);
+    char* text = NULL;
+    size_t len = 0;
+    bool again = false;
     if (exe == NULL) {
-      char* text = NULL;
-      size_t len = 0;
+      again = note_recompile(s, n, key, &ev);
       st = compose(s, n, live, alias, &text, &len);
-      if (st == NULL) {
+    }
+    /* Inputs another device's segment computes are run first: the
+     * background thread never runs recorded segments. */
+    for (size_t j = 0; background && st == NULL && j < next; j++) {
+      void* o = tpuc_buffer_lazy_owner(args[j]);
+      if (o != NULL && o != &g_job_owner) st = tpuc_buffer_ensure(args[j]);
+    }
+    fz_job* job = NULL;
+    if (background && st == NULL) {
+      job = calloc(1, sizeof *job);
+      if (job != NULL) {
+        job->args = malloc(sizeof *job->args * (next ? next : 1));
+        job->donate = malloc(sizeof *job->donate * (next ? next : 1));
+        job->outs = malloc(sizeof *job->outs * nlive);
+        if (job->args == NULL || job->donate == NULL || job->outs == NULL) {
+          free(job->args);
+          free(job->donate);
+          free(job->outs);
+          free(job);
+          job = NULL;
+        }
+      }
+    }
+    if (job != NULL) {
+      job->seq = job_next_seq();
+      job->client = s->client;
+      job->device = s->device;
+      job->key = key;
+      job->text = text;
+      job->len = len;
+      job->again = again;
+      job->exe = exe;
+      job->nargs = next;
+      job->nops = n;
+      job->nout = nlive;
+      job->ev = ev;
+      job->ev.background = true;
+      text = NULL;
+      exe = NULL;
+      for (size_t j = 0; j < next; j++) {
+        job->args[j] = args[j];
+        job->donate[j] = donate[j];
+        tpuc_buffer_retain(args[j]);
+        tpuc_buffer_add_holds(args[j], 1);
+      }
+      size_t r = 0;
+      for (size_t i = 0; i < n; i++)
+        for (uint32_t k = 0; k < s->nodes[i].nout; k++) {
+          if (!live[i * FZ_MAX_OUT + k]) continue;
+          tpuc_buffer* o = s->nodes[i].out[k];
+          tpuc_buffer_retain(o);
+          tpuc_buffer_add_holds(o, 1);
+          tpuc_buffer_set_lazy_owner(o, &g_job_owner, (int64_t)job->seq);
+          job->outs[r++] = o;
+        }
+      slock();
+      g_stats.background++;
+      sunlock();
+      submitted = true;
+      if (!job_submit(job)) {
+        /* No thread: run it here, as the thread would. */
+        job_run(job);
+        pthread_mutex_lock(&g_jmu);
+        g_completed = job->seq;
+        pthread_cond_broadcast(&g_jdone);
+        pthread_mutex_unlock(&g_jmu);
+        job_free(job);
+      }
+    }
+    if (st == NULL && job == NULL) {
+      if (exe == NULL) {
         tpuc_cache_source src = TPUC_CACHE_COMPILED;
         double t0 = now_seconds();
         st = tpuc_compile(s->client, text, len, NULL, &exe, &src);
         ev.seconds = now_seconds() - t0;
         if (st == NULL) {
-          ev.source = src == TPUC_CACHE_COMPILED ? 1
-                      : src == TPUC_CACHE_MEMORY ? 2
-                                                 : 3;
-          if (src == TPUC_CACHE_COMPILED) {
-            g_stats.compiles++;
-            g_stats.compile_seconds += ev.seconds;
-            note_recompile(s, n, key, &ev);
-          } else {
-            g_stats.cache_hits++;
-            if (src == TPUC_CACHE_DISK) g_stats.disk_hits++;
-          }
+          account_program(&ev, src, again);
           prog_remember(s->client, key, exe);
         } else if (getenv("TPUC_FUSED_DUMP") != NULL) {
           fprintf(stderr, "%.*s\n", (int)len, text);
         }
-        free(text);
+      } else {
+        slock();
+        g_stats.table_hits++;
+        sunlock();
       }
-    } else {
-      g_stats.table_hits++;
+      if (st == NULL)
+        st = tpuc_execute(exe, s->device, args, next, donate, outs, nlive);
+      if (st != NULL)
+        st = tpuc_status_annotate(st, "fused segment of %zu ops from %s", n,
+                                  s->nodes[0].name);
+      if (st == NULL) {
+        size_t donated = 0;
+        for (size_t j = 0; j < next; j++) donated += donate[j];
+        slock();
+        g_stats.donated += donated;
+        g_stats.segments++;
+        g_stats.ops_run += n;
+        g_stats.outputs += nlive;
+        sunlock();
+        size_t r = 0;
+        for (size_t i = 0; i < n; i++)
+          for (uint32_t k = 0; k < s->nodes[i].nout; k++)
+            if (live[i * FZ_MAX_OUT + k])
+              tpuc_buffer_lazy_fill(s->nodes[i].out[k], outs[r++]);
+        /* Argument checks of the segment's ops, in op order. */
+        for (size_t i = 0; any_check && st == NULL && i < n; i++) {
+          fz_node* nd = &s->nodes[i];
+          if (!nd->has_check) continue;
+          uint8_t bad = 0;
+          st = tpuc_buffer_to_host(nd->out[nd->nout - 1], &bad, 1);
+          if (st == NULL && bad)
+            st = tpuc_status_make(nd->check_code, "%s",
+                                  nd->check_msg ? nd->check_msg
+                                                : "bad argument");
+        }
+      }
     }
-    if (st == NULL)
-      st = tpuc_execute(exe, s->device, args, next, donate, outs, nlive);
-    for (size_t j = 0; st == NULL && j < next; j++) g_stats.donated += donate[j];
     if (exe != NULL) tpuc_executable_release(exe);
-    if (st == NULL) {
-      g_stats.segments++;
-      g_stats.ops_run += n;
-      g_stats.outputs += nlive;
-      size_t r = 0;
-      for (size_t i = 0; i < n; i++)
-        for (uint32_t k = 0; k < s->nodes[i].nout; k++)
-          if (live[i * FZ_MAX_OUT + k])
-            tpuc_buffer_lazy_fill(s->nodes[i].out[k], outs[r++]);
-      /* Argument checks of the segment's ops, in op order. */
-      for (size_t i = 0; any_check && st == NULL && i < n; i++) {
-        fz_node* nd = &s->nodes[i];
-        if (!nd->has_check) continue;
-        uint8_t bad = 0;
-        st = tpuc_buffer_to_host(nd->out[nd->nout - 1], &bad, 1);
-        if (st == NULL && bad)
-          st = tpuc_status_make(nd->check_code, "%s",
-                                nd->check_msg ? nd->check_msg
-                                              : "bad argument");
-      }
-    } else {
-      st = tpuc_status_annotate(st, "fused segment of %zu ops from %s", n,
-                                s->nodes[0].name);
-    }
+    free(text);
     free(args);
     free(alias);
     free(donate);
     free(outs);
   }
-  log_event(&ev);
+  if (!submitted) log_event(&ev);
   if (st != NULL) fail_outputs(s, n, st);
   /* Results nothing holds are released with their nodes; the later nodes
    * move to the front and are retagged. */
@@ -739,17 +1094,25 @@ static tpuc_status* run_prefix(fz_seg* s, size_t n, tpuc_fused_reason why) {
 }
 
 static tpuc_status* materialize(tpuc_buffer* b, void* owner) {
-  lock();
-  tpuc_status* st = NULL;
-  if (tpuc_buffer_lazy_owner(b) == owner) {
-    fz_seg* s = owner;
-    /* Everything up to the producer runs; later nodes stay recorded. */
-    size_t upto = (size_t)(tpuc_buffer_lazy_tag(b) / FZ_TAG) + 1;
-    if (upto > s->n) upto = s->n;
-    st = run_prefix(s, upto, TPUC_FUSED_VALUE);
+  /* A job's result: wait for the job (without g_mu, so the background
+   * thread itself can ask for results of earlier jobs). */
+  if (owner != &g_job_owner) {
+    lock();
+    tpuc_status* st = NULL;
+    void* o = tpuc_buffer_lazy_owner(b);
+    if (o != NULL && o != &g_job_owner) {
+      fz_seg* s = o;
+      /* Everything up to the producer runs; later nodes stay recorded. */
+      size_t upto = (size_t)(tpuc_buffer_lazy_tag(b) / FZ_TAG) + 1;
+      if (upto > s->n) upto = s->n;
+      st = run_prefix(s, upto, TPUC_FUSED_VALUE);
+    }
+    unlock();
+    if (st != NULL) return st;
   }
-  unlock();
-  return st;
+  if (tpuc_buffer_lazy_owner(b) == &g_job_owner)
+    jobs_wait((uint64_t)tpuc_buffer_lazy_tag(b));
+  return NULL;
 }
 
 tpuc_status* tpuc_fused_flush(tpuc_client* client, tpuc_fused_reason why) {
@@ -764,10 +1127,15 @@ tpuc_status* tpuc_fused_flush(tpuc_client* client, tpuc_fused_reason why) {
     else
       tpuc_status_free(e);
   }
+  /* And whatever the background thread still has. */
+  jobs_wait_all();
+  jobs_retire();
+  slock();
   if (st == NULL && g_pending_error != NULL) {
     st = g_pending_error;
     g_pending_error = NULL;
   }
+  sunlock();
   unlock();
   return st;
 }
@@ -775,10 +1143,13 @@ tpuc_status* tpuc_fused_flush(tpuc_client* client, tpuc_fused_reason why) {
 /* A segment's error that nobody waits for is kept for the next flush. */
 static void keep_error(tpuc_status* st) {
   if (st == NULL) return;
-  if (g_pending_error == NULL)
+  slock();
+  if (g_pending_error == NULL) {
     g_pending_error = st;
-  else
-    tpuc_status_free(st);
+    st = NULL;
+  }
+  sunlock();
+  tpuc_status_free(st);
 }
 
 /* The hash of the FZ_WINDOW op programs ending at node n (exclusive). */
@@ -833,6 +1204,7 @@ tpuc_status* fz_record(tpuc_client* client, int device, fz_text* prog,
   if (nin > FZ_MAX_IN || nout == 0 || nout > FZ_MAX_OUT || prog == NULL)
     return tpuc_status_make(TPUC_UNIMPLEMENTED, "not recordable");
   lock();
+  jobs_retire();
   fz_seg* s = open_segment(client, device, true);
   if (s == NULL) {
     unlock();
@@ -891,7 +1263,9 @@ tpuc_status* fz_record(tpuc_client* client, int device, fz_text* prog,
   nd->check_msg = check_msg;
   s->fp = node_fp(s->fp, nd);
   s->n++;
+  slock();
   g_stats.ops_recorded++;
+  sunlock();
   size_t ret = nout - (has_check ? 1 : 0);
   for (size_t k = 0; k < ret; k++) {
     tpuc_buffer_retain(nd->out[k]);
@@ -928,6 +1302,9 @@ tpuc_status* fz_record(tpuc_client* client, int device, fz_text* prog,
 static void on_client_destroy(tpuc_client* client, void* user) {
   (void)user;
   lock();
+  /* The background thread finishes what it has for this client first. */
+  jobs_wait_all();
+  jobs_retire();
   for (size_t i = 0; i < g_nopen;) {
     fz_seg* s = g_open[i];
     if (s->client != client) {
@@ -946,6 +1323,7 @@ static void on_client_destroy(tpuc_client* client, void* user) {
     free(s);
     g_open[i] = g_open[--g_nopen];
   }
+  slock();
   for (size_t i = 0; i < g_nprogs; i++)
     if (g_progs[i].client == client && g_progs[i].exe != NULL) {
       tpuc_executable_release(g_progs[i].exe);
@@ -953,28 +1331,41 @@ static void on_client_destroy(tpuc_client* client, void* user) {
       g_progs[i].client = NULL;
       g_progs[i].key = (tpuc_fingerprint){0, 0};
     }
+  sunlock();
   unlock();
 }
 
+/* The figures include the background thread's work submitted so far: they
+ * wait for it (not for what is still recorded). */
 void tpuc_fused_get_stats(tpuc_fused_stats* out) {
-  lock();
+  jobs_wait_all();
+  slock();
   *out = g_stats;
-  unlock();
+  sunlock();
+}
+
+uint64_t tpuc_fused_pending(void) {
+  pthread_mutex_lock(&g_jmu);
+  uint64_t n = g_submitted - g_completed;
+  pthread_mutex_unlock(&g_jmu);
+  return n;
 }
 
 void tpuc_fused_reset_stats(void) {
-  lock();
+  jobs_wait_all();
+  slock();
   memset(&g_stats, 0, sizeof g_stats);
   g_nevents = 0;
-  unlock();
+  sunlock();
 }
 
 size_t tpuc_fused_events(tpuc_fused_event* out, size_t cap) {
-  lock();
+  jobs_wait_all();
+  slock();
   size_t have = g_nevents < FZ_EVENTS ? g_nevents : FZ_EVENTS;
   size_t n = have < cap ? have : cap;
   for (size_t i = 0; i < n; i++)
     out[i] = g_events[(g_nevents - n + i) % FZ_EVENTS];
-  unlock();
+  sunlock();
   return n;
 }

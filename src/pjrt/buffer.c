@@ -291,6 +291,20 @@ void tpuc_buffer_set_lazy_tag(tpuc_buffer* b, int64_t tag) {
   if (b) b->lazy_tag = tag;
 }
 
+void tpuc_buffer_set_lazy_owner(tpuc_buffer* b, void* owner, int64_t tag) {
+  if (b == NULL) return;
+  b->lazy_tag = tag; /* before the owner: a reader of the owner sees it */
+  atomic_store(&b->lazy_owner, owner);
+}
+
+int tpuc_buffer_holds(const tpuc_buffer* b) {
+  return b ? atomic_load(&((tpuc_buffer*)b)->holds) : 0;
+}
+
+void tpuc_buffer_add_holds(tpuc_buffer* b, int delta) {
+  if (b) atomic_fetch_add(&b->holds, delta);
+}
+
 void tpuc_buffer_lazy_fill(tpuc_buffer* b, tpuc_buffer* value) {
   b->pjrt = value->pjrt;
   value->pjrt = NULL;

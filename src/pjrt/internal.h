@@ -72,6 +72,7 @@ struct tpuc_buffer {
    * value, and the producer's position in it; NULL once computed. */
   void* _Atomic lazy_owner;
   int64_t lazy_tag;
+  atomic_int holds; /* see tpuc_buffer_holds */
   tpuc_code error_code;
   char* error_msg;
   tpuc_dtype dtype;

@@ -47,6 +47,12 @@ struct tpuc_cache {
   size_t cap, count;
   char* dir; /* NULL: no disk tier */
   tpuc_cache_stats stats;
+  /* Programs being compiled or loaded now, by fingerprint: a second
+   * request for one of them waits for it (`settled`) instead of compiling
+   * it again. */
+  tpuc_fingerprint* busy;
+  size_t nbusy, busy_cap;
+  pthread_cond_t settled;
 };
 
 /* ------------------------------ helpers -------------------------------- */
@@ -105,6 +111,7 @@ tpuc_status* tpuc_cache_create(tpuc_client* c, const tpuc_client_options* o,
     return tpuc_status_make(TPUC_RESOURCE_EXHAUSTED, "out of host memory");
   k->client = c;
   pthread_mutex_init(&k->mu, NULL);
+  pthread_cond_init(&k->settled, NULL);
   if (o == NULL || !o->disable_disk_cache) {
     char* root =
         (o && o->cache_dir) ? strdup(o->cache_dir) : default_cache_root();
@@ -136,6 +143,8 @@ void tpuc_cache_destroy(tpuc_cache* k) {
   }
   free(k->slots);
   free(k->dir);
+  free(k->busy);
+  pthread_cond_destroy(&k->settled);
   pthread_mutex_destroy(&k->mu);
   free(k);
 }
@@ -376,6 +385,38 @@ static tpuc_status* make_executable(tpuc_client* c, PJRT_LoadedExecutable* pj,
   return NULL;
 }
 
+/* ------------------------- programs in flight --------------------------- */
+
+static bool busy_has(const tpuc_cache* k, tpuc_fingerprint fp) {
+  for (size_t i = 0; i < k->nbusy; i++)
+    if (k->busy[i].lo == fp.lo && k->busy[i].hi == fp.hi) return true;
+  return false;
+}
+
+/* Under k->mu. False when out of memory: the caller compiles without
+ * announcing it (correct, only not deduplicated). */
+static bool busy_add(tpuc_cache* k, tpuc_fingerprint fp) {
+  if (k->nbusy == k->busy_cap) {
+    size_t cap = k->busy_cap ? k->busy_cap * 2 : 8;
+    tpuc_fingerprint* b = realloc(k->busy, sizeof *b * cap);
+    if (b == NULL) return false;
+    k->busy = b;
+    k->busy_cap = cap;
+  }
+  k->busy[k->nbusy++] = fp;
+  return true;
+}
+
+/* Under k->mu: the program settled (compiled, loaded or failed). */
+static void busy_remove(tpuc_cache* k, tpuc_fingerprint fp) {
+  for (size_t i = 0; i < k->nbusy; i++)
+    if (k->busy[i].lo == fp.lo && k->busy[i].hi == fp.hi) {
+      k->busy[i] = k->busy[--k->nbusy];
+      break;
+    }
+  pthread_cond_broadcast(&k->settled);
+}
+
 tpuc_status* tpuc_compile(tpuc_client* c, const char* mlir, size_t len,
                           const tpuc_compile_options* options,
                           tpuc_executable** out, tpuc_cache_source* source) {
@@ -404,15 +445,25 @@ tpuc_status* tpuc_compile(tpuc_client* c, const char* mlir, size_t len,
   tpuc_status* st = NULL;
 
   pthread_mutex_lock(&k->mu);
-  cache_entry* hit = mem_find(k, fp, key, key_len);
-  if (hit != NULL) {
-    k->stats.memory_hits++;
-    tpuc_executable_retain(hit->exe);
-    *out = hit->exe;
-    pthread_mutex_unlock(&k->mu);
-    if (source) *source = TPUC_CACHE_MEMORY;
-    goto done;
+  bool waited = false;
+  for (;;) {
+    cache_entry* hit = mem_find(k, fp, key, key_len);
+    if (hit != NULL) {
+      k->stats.memory_hits++;
+      tpuc_executable_retain(hit->exe);
+      *out = hit->exe;
+      pthread_mutex_unlock(&k->mu);
+      if (source) *source = TPUC_CACHE_MEMORY;
+      goto done;
+    }
+    /* Another thread compiles or loads this program: wait for it. If it
+     * failed, this request tries again itself. */
+    if (!busy_has(k, fp)) break;
+    if (!waited) k->stats.inflight_waits++;
+    waited = true;
+    pthread_cond_wait(&k->settled, &k->mu);
   }
+  bool announced = busy_add(k, fp);
   pthread_mutex_unlock(&k->mu);
 
   int lock_fd = -1;
@@ -455,12 +506,11 @@ tpuc_status* tpuc_compile(tpuc_client* c, const char* mlir, size_t len,
     close(lock_fd);
   }
   if (st == NULL) st = make_executable(c, pj, mlir, len, fp, out);
-  if (st == NULL) {
-    pthread_mutex_lock(&k->mu);
-    mem_insert(k, fp, key, key_len, *out);
-    pthread_mutex_unlock(&k->mu);
-    if (source) *source = src;
-  }
+  pthread_mutex_lock(&k->mu);
+  if (st == NULL) mem_insert(k, fp, key, key_len, *out);
+  if (announced) busy_remove(k, fp);
+  pthread_mutex_unlock(&k->mu);
+  if (st == NULL && source) *source = src;
 done:
   if (key != key_stack) free(key);
   return st;

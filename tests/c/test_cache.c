@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -216,6 +217,49 @@ static void test_disk_disabled(void) {
   TPUC_CHECK(ok);
 }
 
+/* Threads that ask for the same program at once: one compiles it, the
+ * others wait for that compile (no disk tier here to serialize them). */
+#define RACERS 4
+typedef struct {
+  tpuc_client* c;
+  pthread_barrier_t* start;
+  int ok;
+} racer;
+
+static void* race(void* arg) {
+  racer* r = arg;
+  pthread_barrier_wait(r->start);
+  tpuc_cache_source src;
+  r->ok = run_program(r->c, 11, &src);
+  return NULL;
+}
+
+static void test_concurrent_requests_compile_once(void) {
+  tpuc_plugin* p = NULL;
+  TPUC_CHECK_OK(tpuc_plugin_load(NULL, NULL, 0, &p));
+  tpuc_client_options o = {0};
+  o.disable_disk_cache = true;
+  tpuc_client* c = NULL;
+  TPUC_CHECK_OK(tpuc_client_create(p, &o, &c));
+  pthread_barrier_t start;
+  pthread_barrier_init(&start, NULL, RACERS);
+  racer r[RACERS];
+  pthread_t t[RACERS];
+  for (int i = 0; i < RACERS; i++) {
+    r[i] = (racer){c, &start, 0};
+    pthread_create(&t[i], NULL, race, &r[i]);
+  }
+  for (int i = 0; i < RACERS; i++) pthread_join(t[i], NULL);
+  pthread_barrier_destroy(&start);
+  tpuc_cache_stats s;
+  TPUC_CHECK_OK(tpuc_cache_get_stats(c, &s));
+  for (int i = 0; i < RACERS; i++) TPUC_CHECK(r[i].ok);
+  TPUC_CHECK(s.misses == 1);
+  TPUC_CHECK(s.memory_hits == RACERS - 1);
+  TPUC_CHECK(s.inflight_waits <= RACERS - 1);
+  tpuc_client_destroy(c);
+}
+
 static void test_unwritable_folder_falls_back(void) {
   /* A cache folder that cannot be created only disables the disk tier. */
   tpuc_client* c = new_client("/proc/tpuc-cannot-exist");
@@ -235,6 +279,7 @@ int main(void) {
       TPUC_TEST(test_corrupt_entry_recompiled),
       TPUC_TEST(test_truncated_entry_recompiled),
       TPUC_TEST(test_disk_disabled),
+      TPUC_TEST(test_concurrent_requests_compile_once),
       TPUC_TEST(test_unwritable_folder_falls_back),
   };
   int rc = tpuc_test_run_all(__FILE__, cases, sizeof cases / sizeof cases[0]);

@@ -386,3 +386,115 @@ def test_whole_storage_updates_donate_their_buffers():
     torch.tpu.synchronize()
     q.add_(1.0)
     assert q.tolist() == [2.0] * 8 and keep.tolist() == [1.0] * 8
+
+
+# ------------------------------------------------------ background compile
+
+_STEPS_CODE = (
+    "import time\n"
+    "torch.tpu.set_eager_mode('fused')\n"
+    "torch.manual_seed(0)\n"
+    "m = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.GELU(), torch.nn.Linear(256, 256),\n"
+    "                        torch.nn.GELU(), torch.nn.Linear(256, 8)).to('tpu')\n"
+    "opt = torch.optim.AdamW(m.parameters(), lr=1e-2)\n"
+    "x = torch.randn(32, 64, device='tpu')\n"
+    "t = torch.randn(32, 8, device='tpu')\n"
+    "pending = []\n"
+    "losses = []\n"
+    "for step in range(6):\n"
+    "    opt.zero_grad()\n"
+    "    loss = torch.nn.functional.mse_loss(m(x), t)\n"
+    "    loss.backward()\n"
+    "    opt.step()\n"
+    "    losses.append(loss.detach())\n"
+    "    pending.append(torch.tpu.fused_pending())\n"
+    "vals = [float(l.cpu()) for l in losses]\n"
+    "s = torch.tpu.fused_stats()\n"
+    "c = torch.tpu.compile_cache_stats()\n"
+    "print(json.dumps({'pending': pending, 'losses': vals, 'background': s['background'],\n"
+    "                  'compiles': s['compiles'], 'table_hits': s['table_hits'],\n"
+    "                  'misses': c['misses'], 'corrupt': c['disk_corrupt']}))\n"
+)
+
+
+def _steps(env, popen=False):
+    e = dict(os.environ)
+    e.update(env)
+    args = [sys.executable, "-c", "import json, torch\n" + _STEPS_CODE]
+    if popen:
+        return subprocess.Popen(args, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out = subprocess.run(args, env=e, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    import json
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_step_programs_compile_in_the_background_while_recording_goes_on(tmp_path):
+    # A cold cache: each step's segment program takes far longer to compile
+    # than a step takes to record, so the calling thread records the next
+    # steps while the first is still compiling (pending > 0 after a step).
+    bg = _steps({"TPUC_CACHE_DIR": str(tmp_path / "a")})
+    assert bg["background"] >= 4, bg
+    assert max(bg["pending"]) >= 1, bg
+    # Steps submitted while their program was still compiling wait for that
+    # compile instead of compiling it again: each distinct segment program
+    # is compiled once.
+    assert bg["compiles"] <= 4 and bg["table_hits"] >= 2, bg
+    # The same steps with compilation on the calling thread: identical
+    # losses, bit for bit (the same programs run in the same order).
+    fg = _steps({"TPUC_CACHE_DIR": str(tmp_path / "b"), "TPUC_FUSED_ASYNC": "0"})
+    assert fg["background"] == 0 and max(fg["pending"]) == 0, fg
+    assert fg["losses"] == bg["losses"], (fg, bg)
+    assert bg["losses"][-1] < bg["losses"][0]
+
+
+def test_two_processes_fill_one_cache_directory_at_once(tmp_path):
+    env = {"TPUC_CACHE_DIR": str(tmp_path)}
+    procs = [_steps(env, popen=True) for _ in range(2)]
+    import json
+    res = []
+    for p in procs:
+        out, err = p.communicate(timeout=600)
+        assert p.returncode == 0, err[-3000:]
+        res.append(json.loads(out.strip().splitlines()[-1]))
+    assert res[0]["losses"] == res[1]["losses"], res
+    assert res[0]["corrupt"] == res[1]["corrupt"] == 0, res
+    # Every program was compiled by exactly one of the two: each compile
+    # writes one entry, and a program both compiled would be one entry for
+    # two compiles.
+    entries = sum(f.endswith(".tpx") for _, _, fs in os.walk(tmp_path) for f in fs)
+    assert entries == res[0]["misses"] + res[1]["misses"], (entries, res)
+    # And a third process finds all of them on disk.
+    third = _steps(env)
+    assert third["misses"] == 0 and third["losses"] == res[0]["losses"], third
+
+
+# ------------------------------------------------- per-thread mode, autograd
+
+
+@pytest.mark.parametrize("outer,inner", [("strict", "fused"), ("fused", "debug")])
+def test_backward_runs_in_the_mode_of_the_thread_that_started_it(outer, inner):
+    # Autograd runs a tpu backward on its own device thread; the mode set
+    # for the calling thread goes with it.
+    torch.tpu.set_eager_mode(outer)
+    torch.manual_seed(0)
+    xc = torch.randn(6, 8)
+    wc = torch.randn(8, 5)
+    x = xc.to("tpu").requires_grad_()
+    w = wc.to("tpu").requires_grad_()
+    torch.tpu.synchronize()
+    with torch.tpu.eager_mode(inner):
+        torch.tpu.fused_reset_stats()
+        y = (x @ w).tanh().pow(2).sum()
+        forward = torch.tpu.fused_stats()["ops_recorded"]
+        y.backward()
+        total = torch.tpu.fused_stats()["ops_recorded"]
+    if inner == "fused":
+        assert forward > 0 and total > forward, (forward, total)
+    else:
+        assert forward == 0 and total == 0, (forward, total)
+    xr = xc.clone().requires_grad_()
+    wr = wc.clone().requires_grad_()
+    (xr @ wr).tanh().pow(2).sum().backward()
+    torch.testing.assert_close(x.grad.cpu(), xr.grad)
+    torch.testing.assert_close(w.grad.cpu(), wr.grad)
