@@ -2,8 +2,9 @@
  * buffers (shared/DESIGN.md, "Storage and views").
  *
  * A storage is a reference-counted byte array of fixed size on one device.
- * Its current value is a PJRT buffer of type u8[nbytes] (or none yet, which
- * reads as zeros). Writing computes a new value and swaps it in, so every
+ * Its current value is a flat PJRT buffer of nbytes bytes (or none yet,
+ * which reads as zeros): u8[nbytes], or the element type of the tensor
+ * that last wrote it all (f32[nbytes / 4]). Writing computes a new value and swaps it in, so every
  * view of the storage sees the write. A view is (storage, dtype, sizes,
  * strides, offset) in elements, exactly as a PyTorch tensor describes
  * itself. */
@@ -36,8 +37,12 @@ tpuc_client* tpuc_storage_client(const tpuc_storage* storage);
 /* The current value, a u8[nbytes] buffer the caller releases; a storage
  * never written gets a zero-filled value here. */
 tpuc_status* tpuc_storage_value(tpuc_storage* storage, tpuc_buffer** out);
-/* Replaces the value with `value` (u8[nbytes] on the storage's device; a
- * new reference is taken). */
+/* The element type the current value is kept in (u8 when the storage was
+ * never written). */
+tpuc_dtype tpuc_storage_value_dtype(tpuc_storage* storage);
+/* Replaces the value with `value` (a flat array of any element type,
+ * exactly nbytes long, on the storage's device; a new reference is
+ * taken). */
 tpuc_status* tpuc_storage_set_value(tpuc_storage* storage, tpuc_buffer* value);
 
 /* Byte-range reads and writes; a write of the whole storage uploads

@@ -37,7 +37,46 @@ static tpuc_dtype component_dtype(tpuc_dtype d) {
   return d == TPUC_DTYPE_C128 ? TPUC_DTYPE_F64 : TPUC_DTYPE_F32;
 }
 
-/* The storage (a u8[nbytes] value) as a flat array of v's dtype. */
+/* Storage values are kept in the element type of the tensor that wrote
+ * them (f32[n] for a float tensor), so a program that reads and writes a
+ * storage with its own dtype has no byte conversions: XLA's CPU backend
+ * turns a value's bitcast to bytes into a loop over bytes that recomputes
+ * the value once per byte. Bools and complex values are kept as bytes
+ * (HLO has no bitcast from or to them), and so are values written from the
+ * host or through another dtype's view. */
+static bool typed_storage(tpuc_dtype d) {
+  return d != TPUC_DTYPE_PRED && !tpuc_dtype_is_complex(d) &&
+         tpuc_dtype_size(d) > 0;
+}
+
+/* The type of a storage's value as a program argument. */
+static tpuc_hlo_type storage_type(tpuc_storage* s) {
+  tpuc_dtype d = tpuc_storage_value_dtype(s);
+  int64_t n = (int64_t)(tpuc_storage_nbytes(s) / tpuc_dtype_size(d));
+  return tpuc_hlo_type_make(d, &n, 1);
+}
+
+/* The storage value (any element type) as u8[nbytes]. */
+static tpuc_status* storage_bytes(tpuc_hlo_fn* fn, tpuc_hlo_value storage,
+                                  tpuc_hlo_value* out) {
+  tpuc_hlo_type t;
+  TRY(tpuc_hlo_value_type(fn, storage, &t));
+  if (t.dtype == TPUC_DTYPE_U8) {
+    *out = storage;
+    return NULL;
+  }
+  int64_t nbytes = tpuc_hlo_type_num_elements(&t) *
+                   (int64_t)tpuc_dtype_size(t.dtype);
+  tpuc_hlo_value b;
+  TRY(tpuc_hlo_bitcast_convert(fn, storage, TPUC_DTYPE_U8, &b));
+  if (tpuc_dtype_size(t.dtype) == 1) {
+    *out = b;
+    return NULL;
+  }
+  return tpuc_hlo_reshape(fn, b, &nbytes, 1, out);
+}
+
+/* The storage value as a flat array of v's dtype. */
 static tpuc_status* storage_elements(tpuc_hlo_fn* fn, const tpuc_view* v,
                                      tpuc_hlo_value storage,
                                      tpuc_hlo_value* out, int64_t* count) {
@@ -47,6 +86,13 @@ static tpuc_status* storage_elements(tpuc_hlo_fn* fn, const tpuc_view* v,
     return unimpl("storage size is not a multiple of the element size");
   int64_t n = (int64_t)(nbytes / es);
   *count = n;
+  tpuc_hlo_type have;
+  TRY(tpuc_hlo_value_type(fn, storage, &have));
+  if (have.dtype == v->dtype && typed_storage(v->dtype)) {
+    *out = storage; /* already v's elements */
+    return NULL;
+  }
+  TRY(storage_bytes(fn, storage, &storage));
   tpuc_hlo_value flat = storage;
   if (tpuc_dtype_is_complex(v->dtype)) {
     /* Bytes -> (real, imaginary) component pairs -> complex (HLO has no
@@ -103,6 +149,107 @@ static tpuc_status* view_indices(tpuc_hlo_fn* fn, const tpuc_view* v,
   return tpuc_hlo_reshape(fn, idx, ishape, v->rank + 1, out);
 }
 
+/* Views whose strides nest (transposes and permutations, narrowed and
+ * step-sliced dims, expanded dims): sort the dims that move by stride,
+ * largest first; when each stride is a multiple of the next and spans that
+ * dim (s[i] % s[i+1] == 0, s[i] >= size[i+1] * s[i+1]), the view is a
+ * corner of the storage reshaped to [size0, s0/s1, ..., s(k-1)/sk, sk]:
+ * slice, reshape, transpose back to the view's dim order, broadcast the
+ * expanded dims. XLA fuses those into the consumer, where a gather would
+ * compute an index per element. *done stays false for other views
+ * (overlapping ones) and for ranks it does not cover. */
+static tpuc_status* read_nested(tpuc_hlo_fn* fn, const tpuc_view* v,
+                                tpuc_hlo_value flat, int64_t n,
+                                tpuc_hlo_value* out, bool* done) {
+  int order[TPUC_MAX_RANK];
+  int k = 0;
+  for (int d = 0; d < v->rank; d++) {
+    if (v->sizes[d] == 1 || v->strides[d] == 0) continue;
+    if (v->strides[d] < 0) return NULL;
+    /* insertion by stride, largest first (stable) */
+    int at = k++;
+    while (at > 0 && v->strides[order[at - 1]] < v->strides[d]) {
+      order[at] = order[at - 1];
+      at--;
+    }
+    order[at] = d;
+  }
+  if (k == 0) {
+    /* One element, broadcast (an expanded scalar). */
+    int64_t start = v->offset, limit = v->offset + 1;
+    tpuc_hlo_value one;
+    TRY(tpuc_hlo_slice(fn, flat, &start, &limit, NULL, &one));
+    TRY(tpuc_hlo_reshape(fn, one, NULL, 0, &one));
+    TRY(tpuc_hlo_broadcast_in_dim(fn, one, v->sizes, v->rank, NULL, out));
+    *done = true;
+    return NULL;
+  }
+  if (k + 1 > TPUC_MAX_RANK) return NULL;
+  for (int i = 0; i + 1 < k; i++) {
+    int64_t a = v->strides[order[i]], b = v->strides[order[i + 1]];
+    if (a % b != 0 || a < v->sizes[order[i + 1]] * b) return NULL;
+  }
+  /* [size0, s0/s1, ..., s(k-1)/sk, sk] over flat[offset, offset + size0*s0) */
+  int64_t shape[TPUC_MAX_RANK + 1];
+  shape[0] = v->sizes[order[0]];
+  for (int i = 1; i < k; i++)
+    shape[i] = v->strides[order[i - 1]] / v->strides[order[i]];
+  shape[k] = v->strides[order[k - 1]];
+  int64_t len = shape[0] * v->strides[order[0]];
+  tpuc_hlo_value region = flat;
+  if (v->offset + len > n) {
+    /* The last row's tail runs past the storage: pad (never read). */
+    static const unsigned char zero[16] = {0};
+    tpuc_hlo_type zt;
+    tpuc_hlo_value z;
+    TRY(tpuc_hlo_value_type(fn, flat, &zt));
+    zt.rank = 0;
+    TRY(tpuc_hlo_constant_splat(fn, &zt, zero, &z));
+    int64_t lo = 0, hi = v->offset + len - n, in = 0;
+    TRY(tpuc_hlo_pad(fn, flat, z, &lo, &hi, &in, &region));
+  }
+  int64_t start = v->offset, limit = v->offset + len;
+  TRY(tpuc_hlo_slice(fn, region, &start, &limit, NULL, &region));
+  TRY(tpuc_hlo_reshape(fn, region, shape, k + 1, &region));
+  int64_t s0[TPUC_MAX_RANK + 1] = {0}, l0[TPUC_MAX_RANK + 1];
+  int64_t kept[TPUC_MAX_RANK];
+  for (int i = 0; i < k; i++) l0[i] = kept[i] = v->sizes[order[i]];
+  l0[k] = 1;
+  TRY(tpuc_hlo_slice(fn, region, s0, l0, NULL, &region));
+  TRY(tpuc_hlo_reshape(fn, region, kept, k, &region));
+  /* Back to the view's order of the moving dims. */
+  int64_t perm[TPUC_MAX_RANK];
+  bool identity = true;
+  int j = 0;
+  for (int d = 0; d < v->rank; d++) {
+    if (v->sizes[d] == 1 || v->strides[d] == 0) continue;
+    int pos = 0;
+    while (order[pos] != d) pos++;
+    perm[j] = pos;
+    identity &= pos == j;
+    j++;
+  }
+  if (!identity) TRY(tpuc_hlo_transpose(fn, region, perm, &region));
+  /* Then the view's shape, expanded dims broadcast. */
+  int64_t bdims[TPUC_MAX_RANK];
+  bool expanded = false;
+  j = 0;
+  for (int d = 0; d < v->rank; d++) {
+    if (v->sizes[d] == 1 || v->strides[d] == 0) {
+      expanded |= v->sizes[d] != 1;
+      continue;
+    }
+    bdims[j++] = d;
+  }
+  if (expanded)
+    TRY(tpuc_hlo_broadcast_in_dim(fn, region, v->sizes, v->rank, bdims,
+                                  out));
+  else
+    TRY(tpuc_hlo_reshape(fn, region, v->sizes, v->rank, out));
+  *done = true;
+  return NULL;
+}
+
 /* Reads view `v` out of `storage` (a u8[nbytes] @main argument). */
 static tpuc_status* read_view(tpuc_hlo_fn* fn, const tpuc_view* v,
                               tpuc_hlo_value storage, tpuc_hlo_value* out) {
@@ -116,19 +263,28 @@ static tpuc_status* read_view(tpuc_hlo_fn* fn, const tpuc_view* v,
     TRY(tpuc_hlo_slice(fn, flat, &start, &limit, &one, &s));
     return tpuc_hlo_reshape(fn, s, v->sizes, v->rank, out);
   }
+  bool done = false;
+  TRY(read_nested(fn, v, flat, n, out, &done));
+  if (done) return NULL;
   /* General strides: gather at offset + sum_d iota_d * stride_d. */
   tpuc_hlo_value idx2;
   TRY(view_indices(fn, v, &idx2));
   return op_gather_elements(fn, flat, idx2, out);
 }
 
-/* Row-major bytes of `x` (type `t`) as u8[numel * size]. */
+/* `x` (type `t`) as a storage value: flat, in its own element type where
+ * storages keep that type (typed_storage), else as row-major bytes
+ * u8[numel * size]. */
 static tpuc_status* to_bytes(tpuc_hlo_fn* fn, tpuc_hlo_value x,
                              const tpuc_hlo_type* t, tpuc_hlo_value* out) {
   int64_t n = tpuc_hlo_type_num_elements(t);
   size_t es = tpuc_dtype_size(t->dtype);
   tpuc_hlo_value flat;
   TRY(tpuc_hlo_reshape(fn, x, &n, 1, &flat));
+  if (typed_storage(t->dtype)) {
+    *out = flat;
+    return NULL;
+  }
   if (t->dtype == TPUC_DTYPE_PRED)
     return tpuc_hlo_convert(fn, flat, TPUC_DTYPE_U8, out);
   if (t->dtype == TPUC_DTYPE_U8) {
@@ -427,6 +583,8 @@ static void key_view(keybuf* k, const tpuc_view* v) {
   key_put(k, v->strides, sizeof(int64_t) * (size_t)v->rank);
   key_put(k, &v->offset, sizeof v->offset);
   key_put(k, &nbytes, sizeof nbytes);
+  tpuc_dtype held = tpuc_storage_value_dtype(v->storage);
+  key_put(k, &held, sizeof held);
 }
 
 /* Ops whose result shape depends on their scalars' values (arange's
@@ -783,8 +941,7 @@ static tpuc_status* declare_arg(op_ctx* c, size_t i) {
   const tpuc_op_arg* a = &c->args[i];
   if (a->kind == TPUC_OP_ARG_TENSOR) {
     TRY(tpuc_view_check(&a->view));
-    int64_t nbytes = (int64_t)tpuc_storage_nbytes(a->view.storage);
-    tpuc_hlo_type st = tpuc_hlo_type_make(TPUC_DTYPE_U8, &nbytes, 1);
+    tpuc_hlo_type st = storage_type(a->view.storage);
     tpuc_hlo_value sv;
     TRY(tpuc_hlo_arg(c->fn, &st, &sv));
     c->storage_vals[i] = sv;
@@ -823,8 +980,7 @@ static tpuc_status* declare_arg(op_ctx* c, size_t i) {
       memset(&c->list_pool_types[slot], 0, sizeof c->list_pool_types[slot]);
       if (v->storage == NULL) continue;
       TRY(tpuc_view_check(v));
-      int64_t nbytes = (int64_t)tpuc_storage_nbytes(v->storage);
-      tpuc_hlo_type st = tpuc_hlo_type_make(TPUC_DTYPE_U8, &nbytes, 1);
+      tpuc_hlo_type st = storage_type(v->storage);
       TRY(tpuc_hlo_arg(c->fn, &st, &c->list_storage[slot]));
       TRY(read_view(c->fn, v, c->list_storage[slot], &c->list_pool[slot]));
       c->list_pool_types[slot] = tpuc_hlo_type_make(v->dtype, v->sizes,
@@ -925,9 +1081,7 @@ static tpuc_status* build_program(tpuc_client* client, const op_entry* e,
     }
     wsrc w = write_source(c->args, c->nargs, c->opts, k);
     if (w.kind == WSRC_INPUT) {
-      int64_t nbytes =
-          (int64_t)tpuc_storage_nbytes(c->opts->write_to[k]->storage);
-      tpuc_hlo_type ut = tpuc_hlo_type_make(TPUC_DTYPE_U8, &nbytes, 1);
+      tpuc_hlo_type ut = storage_type(c->opts->write_to[k]->storage);
       st = tpuc_hlo_arg(c->fn, &ut, &extra[w.index]);
     }
   }

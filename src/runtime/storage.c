@@ -63,11 +63,22 @@ tpuc_client* tpuc_storage_client(const tpuc_storage* s) {
   return s ? s->client : NULL;
 }
 
+/* A new value from host bytes, kept as `dtype` elements (see
+ * tpuc_storage_set_value). */
+static tpuc_status* upload_as(tpuc_storage* s, const void* bytes,
+                              tpuc_dtype dtype, tpuc_buffer** out) {
+  size_t es = tpuc_dtype_size(dtype);
+  if (dtype == TPUC_DTYPE_PRED || tpuc_dtype_is_complex(dtype) || es == 0 ||
+      s->nbytes % es != 0)
+    dtype = TPUC_DTYPE_U8, es = 1;
+  int64_t dims[1] = {(int64_t)(s->nbytes / es)};
+  return tpuc_buffer_from_host(s->client, s->device, dtype, dims, 1, bytes,
+                               NULL, out);
+}
+
 static tpuc_status* upload(tpuc_storage* s, const void* bytes,
                            tpuc_buffer** out) {
-  int64_t dims[1] = {(int64_t)s->nbytes};
-  return tpuc_buffer_from_host(s->client, s->device, TPUC_DTYPE_U8, dims, 1,
-                               bytes, NULL, out);
+  return upload_as(s, bytes, TPUC_DTYPE_U8, out);
 }
 
 tpuc_status* tpuc_storage_value(tpuc_storage* s, tpuc_buffer** out) {
@@ -90,15 +101,26 @@ tpuc_status* tpuc_storage_value(tpuc_storage* s, tpuc_buffer** out) {
   return st;
 }
 
+tpuc_dtype tpuc_storage_value_dtype(tpuc_storage* s) {
+  if (s == NULL) return TPUC_DTYPE_U8;
+  pthread_mutex_lock(&s->mu);
+  tpuc_dtype d = s->value ? tpuc_buffer_dtype(s->value) : TPUC_DTYPE_U8;
+  pthread_mutex_unlock(&s->mu);
+  return d;
+}
+
 tpuc_status* tpuc_storage_set_value(tpuc_storage* s, tpuc_buffer* value) {
   if (s == NULL || value == NULL)
     return tpuc_status_make(TPUC_INVALID_ARGUMENT, "storage or value is NULL");
-  if (tpuc_buffer_dtype(value) != TPUC_DTYPE_U8 ||
-      tpuc_buffer_byte_size(value) != s->nbytes ||
+  tpuc_dtype d = tpuc_buffer_dtype(value);
+  if (tpuc_buffer_rank(value) != 1 || d == TPUC_DTYPE_PRED ||
+      tpuc_dtype_is_complex(d) || tpuc_buffer_byte_size(value) != s->nbytes ||
       tpuc_buffer_device(value) != s->device)
     return tpuc_status_make(TPUC_INVALID_ARGUMENT,
-                            "a storage value must be u8[%zu] on device %d",
-                            s->nbytes, s->device);
+                            "a storage value must be a flat array of %zu "
+                            "bytes (u8[%zu], or of another integer or float "
+                            "type) on device %d",
+                            s->nbytes, s->nbytes, s->device);
   tpuc_buffer_retain(value);
   pthread_mutex_lock(&s->mu);
   tpuc_buffer* old = s->value;
@@ -142,6 +164,15 @@ static tpuc_status* read_all(tpuc_storage* s, unsigned char** out) {
     free(*out);
     *out = NULL;
   }
+  return st;
+}
+
+static tpuc_status* write_all_as(tpuc_storage* s, const void* bytes,
+                                 tpuc_dtype dtype) {
+  tpuc_buffer* v = NULL;
+  TPUC_RETURN_IF_ERROR(upload_as(s, bytes, dtype, &v));
+  tpuc_status* st = tpuc_storage_set_value(s, v);
+  tpuc_buffer_release(v);
   return st;
 }
 
@@ -334,7 +365,7 @@ tpuc_status* tpuc_view_from_host(const tpuc_view* v, const void* src,
                             "source holds %zu bytes, the view has %zu", size,
                             need);
   if (need == 0) return NULL;
-  if (is_whole_storage(v)) return write_all(v->storage, src);
+  if (is_whole_storage(v)) return write_all_as(v->storage, src, v->dtype);
   unsigned char* all = NULL;
   TPUC_RETURN_IF_ERROR(read_all(v->storage, &all));
   copy_ctx c = {all, (unsigned char*)src, tpuc_dtype_size(v->dtype)};
