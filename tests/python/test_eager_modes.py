@@ -186,6 +186,13 @@ def test_models_train_the_same_in_every_mode(name):
         torch.testing.assert_close(torch.tensor(losses), torch.tensor(ref_losses),
                                    atol=1e-5, rtol=1e-5, msg=mode)
         for k, v in ref_state.items():
+            if k.endswith(("k_proj.bias", "key.bias")):
+                # The key projection's bias shifts every score of a query
+                # by the same amount, which softmax cancels: its gradient is
+                # rounding noise, and AdamW scales noise up to lr-sized
+                # steps of either sign (the CPU differs from strict there
+                # as much as fused does).
+                continue
             if v.is_floating_point():
                 torch.testing.assert_close(state[k], v, atol=1e-4, rtol=1e-3, msg=f"{mode} {k}")
             else:
