@@ -1035,6 +1035,13 @@ static tpuc_status* run_prefix(fz_seg* s, size_t n, tpuc_fused_reason why) {
         g_stats.table_hits++;
         sunlock();
       }
+      /* An input given away here may still be read by a segment on the
+       * background thread that has not been enqueued yet: let those go
+       * first (PJRT orders a donation after the reads already enqueued). */
+      bool gives_held = false;
+      for (size_t j = 0; j < next; j++)
+        gives_held |= donate[j] && tpuc_buffer_holds(args[j]) > 0;
+      if (gives_held) jobs_wait_all();
       if (st == NULL)
         st = tpuc_execute(exe, s->device, args, next, donate, outs, nlive);
       if (st != NULL)

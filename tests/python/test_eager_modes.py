@@ -505,3 +505,48 @@ def test_backward_runs_in_the_mode_of_the_thread_that_started_it(outer, inner):
     (xr @ wr).tanh().pow(2).sum().backward()
     torch.testing.assert_close(x.grad.cpu(), xr.grad)
     torch.testing.assert_close(w.grad.cpu(), wr.grad)
+
+
+def test_an_input_a_background_segment_still_reads_is_not_given_away_early(tmp_path):
+    # Step 1's segment goes to the background thread (a cold cache: it is
+    # still compiling) holding x's old value as an input. Then x is updated
+    # in place and read by ops that need nothing from the background and
+    # whose program is compiled already: that segment runs at once and
+    # donates x's old value (nothing but the background segment holds it),
+    # which it must not do before the background segment has read it.
+    code = (
+        "torch.tpu.set_eager_mode('fused')\n"
+        "x = torch.arange(1000, dtype=torch.float32, device='tpu') / 1000\n"
+        "torch.tpu.synchronize()\n"
+        "F = torch.nn.functional\n"
+        "fns = [torch.sin, torch.cos, torch.tanh, torch.sigmoid, torch.atan, torch.asinh, torch.erf,\n"
+        "       torch.sinh, F.gelu, F.silu, F.softplus, F.mish, F.elu, F.selu, F.celu, F.logsigmoid,\n"
+        "       F.softsign, F.tanhshrink, F.hardswish, torch.special.expit, torch.erfc, torch.cosh]\n"
+        "ops = [lambda t: torch.ones(1000, device=t.device), torch.sin, lambda t: t * 1.5, torch.cos]\n"
+        "for i, f in enumerate(fns):\n"
+        "    ops += [f, (lambda t: t * 0.75) if i % 2 else (lambda t: t + 0.5)]\n"
+        "ops += [lambda t: t + XS, torch.tanh]\n"
+        "def step(y, xs):\n"
+        "    global XS\n"
+        "    XS = xs\n"
+        "    for f in ops:\n"
+        "        y = f(y)\n"
+        "    return y\n"
+        "def tail(x):\n"
+        "    y = x\n"
+        "    for f in ops[:4]:\n"
+        "        y = f(y)\n"
+        "    x.add_(1.0)\n"
+        "    return y, x.sum().item()\n"
+        "tail(torch.zeros(1000, device='tpu'))  # its program is compiled now\n"
+        "y1 = step(x, x)\n"
+        "y, s = tail(x)  # its first ops cut step 1 off, to the background\n"
+        "xc = torch.arange(1000, dtype=torch.float32) / 1000\n"
+        "torch.testing.assert_close(y1.cpu(), step(xc, xc))\n"
+        "torch.tpu.synchronize()\n"
+        "print(torch.tpu.fused_stats()['donated'], round(s, 2))\n"
+    )
+    out = _child(code, TPUC_CACHE_DIR=str(tmp_path), TPUC_EAGER_MODE="fused")
+    donated, total = out.split()
+    assert int(donated) >= 1, out
+    assert float(total) == round(float(sum(k / 1000 + 1 for k in range(1000))), 2), out
