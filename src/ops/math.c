@@ -1666,6 +1666,29 @@ enum { PW_TT = 1, PW_TS, PW_ST };
  * repeated squaring, complex as the CPU's std::pow (with its shortcuts for
  * scalar exponents), floats as before (op_lower_binary); a base of 1 given
  * as a scalar makes ones, as the CPU. */
+/* Exponents a float pow.Tensor_Scalar computes without pow, as the CPU
+ * kernel does (x*x for 2, x*x*x for 3, sqrt for 0.5, ...): a generic pow
+ * is an exp and a log per element. The exponent is part of the program key
+ * for these values only (op_scalar_class). */
+static const double kPowShortcuts[] = {2, 3, 0.5, -0.5, -1, -2};
+
+static int pow_exponent_class(const tpuc_op_arg* args, size_t nargs) {
+  if (nargs < 2 || args[1].kind != TPUC_OP_ARG_SCALAR ||
+      args[1].scalar == TPUC_SCALAR_BOOL || args[1].scalar_is_tensor)
+    return 0;
+  double x = args[1].scalar == TPUC_SCALAR_FLOAT ? args[1].f : (double)args[1].i;
+  for (int i = 0; i < 6; i++)
+    if (x == kPowShortcuts[i]) return i + 1;
+  return 0;
+}
+
+static tpuc_status* lower_pow(op_ctx* c, int which);
+
+int op_scalar_class(const op_entry* e, const tpuc_op_arg* args, size_t nargs) {
+  if (e == NULL || e->lower != lower_pow || e->param != PW_TS) return 0;
+  return pow_exponent_class(args, nargs);
+}
+
 static tpuc_status* lower_pow(op_ctx* c, int which) {
   if (!op_is_value(c, 0) || !op_is_value(c, 1))
     return op_unimpl("unexpected arguments");
@@ -1682,14 +1705,26 @@ static tpuc_status* lower_pow(op_ctx* c, int which) {
        (op_is_tensor(c, 1) && c->types[1].dtype == TPUC_DTYPE_PRED)))
     return op_unimpl("integer pow of a bool tensor: CPU");
   bool cx = is_cx(dt);
-  if (is_float(dt) && which != PW_ST)
+  int shortcut = which == PW_TS && is_float(dt)
+                     ? pow_exponent_class(c->args, c->nargs)
+                     : 0;
+  if (is_float(dt) && which != PW_ST && shortcut == 0)
     return op_lower_binary(c, TPUC_HLO_POW | OP_BINARY_FLOAT_ONLY);
   tpuc_dtype acc = cx ? dt : op_accumulation_dtype(dt);
   V v[2];
   TRY(operands(c, ab, 2, dt, v));
   em ee = em_of(c), *e = &ee;
   V a = e_cvt(e, v[0], acc), b = e_cvt(e, v[1], acc), r;
-  if (is_float(dt) || cx) {
+  if (shortcut != 0) {
+    V one = K(a, 1), sq = MUL(a, a);
+    double k = kPowShortcuts[shortcut - 1];
+    r = k == 2      ? sq
+        : k == 3    ? MUL(sq, a)
+        : k == 0.5  ? SQRT(a)
+        : k == -0.5 ? e_un(e, TPUC_HLO_RSQRT, a)
+        : k == -1   ? DIV(one, a)
+                    : DIV(one, sq);
+  } else if (is_float(dt) || cx) {
     r = cx ? e_cpow(e, a, b) : POW(a, b);
   } else {
     r = e_powi(e, a, b);

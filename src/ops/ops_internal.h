@@ -81,6 +81,10 @@ typedef struct op_entry {
 } op_entry;
 
 const op_entry* ops_entry(size_t i);
+/* Scalar values a lowering specializes its program on (pow's exponent 2, 3,
+ * 0.5, ...): a class that goes into the program key, 0 for any other value
+ * (math.c). */
+int op_scalar_class(const op_entry* e, const tpuc_op_arg* args, size_t nargs);
 /* Entry i is in op_table_random (its calls take a generator state). */
 bool ops_entry_is_random(size_t i);
 /* Entry i is in op_table_dynamic (it runs in two phases). */

@@ -599,6 +599,9 @@ static void make_key(int index, const tpuc_op_arg* args, size_t nargs,
   k->len = 0;
   k->overflow = false;
   key_put(k, &index, sizeof index);
+  int cls = op_scalar_class(index >= 0 ? ops_entry((size_t)index) : NULL,
+                            args, nargs);
+  key_put(k, &cls, sizeof cls);
   if (scalar_keyed(index))
     for (size_t i = 0; i < nargs; i++)
       if (args[i].kind == TPUC_OP_ARG_SCALAR) {

@@ -269,3 +269,19 @@ def test_scalar_values_share_programs():
                                    torch.linalg.vector_norm(x.cpu(), ordv))
     for lo in (-1.0, 0.5):
         torch.testing.assert_close(torch.clamp(x, lo, 2.0).cpu(), torch.clamp(x.cpu(), lo, 2.0))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
+def test_pow_scalar_exponents_the_cpu_computes_without_pow(dtype):
+    # 2, 3, 0.5, -0.5, -1 and -2 are computed as products, sqrt, rsqrt and
+    # reciprocals (as the CPU kernel does); any other exponent is a pow.
+    # Each exponent gets its right result, whichever program ran before.
+    torch.manual_seed(0)
+    x = torch.randn(64, 33, dtype=torch.float64).to(dtype)
+    for k in (2, 3, 0.5, -0.5, -1, -2, 2.5, 3.0, 2, -3):
+        xa = x.abs() if k in (0.5, -0.5, 2.5) else x
+        torch.testing.assert_close(xa.to("tpu").pow(k).cpu(), xa.pow(k), equal_nan=True,
+                                   msg=f"x ** {k}")
+    y = x.clone().to("tpu")
+    y.pow_(3)
+    torch.testing.assert_close(y.cpu(), x.pow(3))
