@@ -13,7 +13,6 @@
  * keys, how they are wired, which results are live), never of values, so a
  * repeated step compiles once and replays. */
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +20,7 @@
 #include <time.h>
 
 #include "common/fingerprint.h"
+#include "hlo/hlo_internal.h"
 #include "ops/ops_internal.h"
 #include "tpuc/eager.h"
 
@@ -355,69 +355,20 @@ static void prog_remember(tpuc_client* client, tpuc_fingerprint key,
   if (old != NULL) tpuc_executable_release(old);
 }
 
-typedef struct {
-  char* p;
-  size_t len, cap;
-  bool oom;
-} sbuf;
-
-static void sb_put(sbuf* b, const char* s, size_t n) {
-  if (b->oom) return;
-  if (b->len + n + 1 > b->cap) {
-    size_t cap = b->cap ? b->cap * 2 : 4096;
-    while (cap < b->len + n + 1) cap *= 2;
-    char* p = realloc(b->p, cap);
-    if (p == NULL) {
-      b->oom = true;
-      return;
-    }
-    b->p = p;
-    b->cap = cap;
-  }
-  memcpy(b->p + b->len, s, n);
-  b->len += n;
-  b->p[b->len] = '\0';
-}
-
-static void sb_printf(sbuf* b, const char* fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static void sb_printf(sbuf* b, const char* fmt, ...) {
-  char tmp[512];
-  va_list ap;
-  va_start(ap, fmt);
-  int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-  va_end(ap);
-  if (n < 0) return;
-  if ((size_t)n < sizeof tmp) {
-    sb_put(b, tmp, (size_t)n);
-    return;
-  }
-  char* big = malloc((size_t)n + 1);
-  if (big == NULL) {
-    b->oom = true;
-    return;
-  }
-  va_start(ap, fmt);
-  vsnprintf(big, (size_t)n + 1, fmt, ap);
-  va_end(ap);
-  sb_put(b, big, (size_t)n);
-  free(big);
-}
-
-static void sb_type(sbuf* b, const tpuc_buffer* buf) {
-  sb_put(b, "tensor<", 7);
-  const int64_t* d = tpuc_buffer_dims(buf);
-  for (int i = 0; i < tpuc_buffer_rank(buf); i++)
-    sb_printf(b, "%lldx", (long long)d[i]);
-  sb_printf(b, "%s>", tpuc_dtype_mlir_name(tpuc_buffer_dtype(buf)));
+/* The program type of a (lazy) buffer, printed. */
+static void sb_type(hlo_sb* b, const tpuc_buffer* buf) {
+  tpuc_hlo_type t = tpuc_hlo_type_make(tpuc_buffer_dtype(buf),
+                                       tpuc_buffer_dims(buf),
+                                       tpuc_buffer_rank(buf));
+  hlo_sb_type(b, &t);
 }
 
 /* The composed module of nodes [0, n) of `s`: externals in node order,
  * the live outputs (live[node * FZ_MAX_OUT + k]) returned in node order. */
 static tpuc_status* compose(const fz_seg* s, size_t n, const bool* live,
                             const int* alias, char** text, size_t* len) {
-  sbuf b = {0};
-  sb_put(&b, "module @tpuc_fused {\n", 21);
+  hlo_sb b = {0};
+  hlo_sb_append(&b, "module @tpuc_fused {\n", 21);
   static const char kHead[] = "  func.func public @main(";
   /* One private function per distinct node program. */
   for (size_t i = 0; i < n; i++) {
@@ -430,99 +381,99 @@ static tpuc_status* compose(const fz_seg* s, size_t n, const bool* live,
     const char* at = strstr(t->text, kHead);
     size_t end = t->len;
     if (at == NULL || end < 2 || t->text[end - 2] != '}') {
-      free(b.p);
+      hlo_sb_free(&b);
       return tpuc_status_make(TPUC_INTERNAL, "unexpected program text of %s",
                               s->nodes[i].name);
     }
     char hex[33];
     tpuc_fingerprint_hex(t->fp, hex);
-    sb_printf(&b, "  func.func private @p%s(", hex);
+    hlo_sb_printf(&b, "  func.func private @p%s(", hex);
     const char* body = at + sizeof kHead - 1;
-    sb_put(&b, body, (size_t)(t->text + end - 2 - body));
+    hlo_sb_append(&b, body, (size_t)(t->text + end - 2 - body));
   }
   /* @main. */
-  sb_put(&b, kHead, sizeof kHead - 1);
+  hlo_sb_append(&b, kHead, sizeof kHead - 1);
   size_t ext = 0;
   for (size_t i = 0; i < n; i++) {
     const fz_node* nd = &s->nodes[i];
     for (uint32_t a = 0; a < nd->nin; a++) {
       if (nd->internal[a]) continue;
-      sb_printf(&b, "%s%%e%zu: ", ext ? ", " : "", ext);
+      hlo_sb_printf(&b, "%s%%e%zu: ", ext ? ", " : "", ext);
       sb_type(&b, nd->in[a]);
       if (alias[ext] >= 0)
-        sb_printf(&b, " {tf.aliasing_output = %d : i32}", alias[ext]);
+        hlo_sb_printf(&b, " {tf.aliasing_output = %d : i32}", alias[ext]);
       ext++;
     }
   }
-  sb_put(&b, ") -> (", 6);
+  hlo_sb_append(&b, ") -> (", 6);
   size_t nret = 0;
   for (size_t i = 0; i < n; i++)
     for (uint32_t k = 0; k < s->nodes[i].nout; k++) {
       if (!live[i * FZ_MAX_OUT + k]) continue;
-      if (nret++) sb_put(&b, ", ", 2);
+      if (nret++) hlo_sb_append(&b, ", ", 2);
       sb_type(&b, s->nodes[i].out[k]);
     }
-  sb_put(&b, ") {\n", 4);
+  hlo_sb_append(&b, ") {\n", 4);
   ext = 0;
   for (size_t i = 0; i < n; i++) {
     const fz_node* nd = &s->nodes[i];
     char hex[33];
     tpuc_fingerprint_hex(nd->prog->fp, hex);
     if (nd->nout == 1)
-      sb_printf(&b, "    %%n%zu = func.call @p%s(", i, hex);
+      hlo_sb_printf(&b, "    %%n%zu = func.call @p%s(", i, hex);
     else
-      sb_printf(&b, "    %%n%zu:%u = func.call @p%s(", i, nd->nout, hex);
+      hlo_sb_printf(&b, "    %%n%zu:%u = func.call @p%s(", i, nd->nout, hex);
     for (uint32_t a = 0; a < nd->nin; a++) {
-      if (a) sb_put(&b, ", ", 2);
+      if (a) hlo_sb_append(&b, ", ", 2);
       if (!nd->internal[a]) {
-        sb_printf(&b, "%%e%zu", ext++);
+        hlo_sb_printf(&b, "%%e%zu", ext++);
         continue;
       }
       int64_t tag = tpuc_buffer_lazy_tag(nd->in[a]);
       size_t src = (size_t)(tag / FZ_TAG), k = (size_t)(tag % FZ_TAG);
       if (s->nodes[src].nout == 1)
-        sb_printf(&b, "%%n%zu", src);
+        hlo_sb_printf(&b, "%%n%zu", src);
       else
-        sb_printf(&b, "%%n%zu#%zu", src, k);
+        hlo_sb_printf(&b, "%%n%zu#%zu", src, k);
     }
-    sb_put(&b, ") : (", 5);
+    hlo_sb_append(&b, ") : (", 5);
     for (uint32_t a = 0; a < nd->nin; a++) {
-      if (a) sb_put(&b, ", ", 2);
+      if (a) hlo_sb_append(&b, ", ", 2);
       sb_type(&b, nd->in[a]);
     }
-    sb_put(&b, ") -> (", 6);
+    hlo_sb_append(&b, ") -> (", 6);
     for (uint32_t k = 0; k < nd->nout; k++) {
-      if (k) sb_put(&b, ", ", 2);
+      if (k) hlo_sb_append(&b, ", ", 2);
       sb_type(&b, nd->out[k]);
     }
-    sb_put(&b, ")\n", 2);
+    hlo_sb_append(&b, ")\n", 2);
   }
-  sb_put(&b, "    \"func.return\"(", 18);
+  hlo_sb_append(&b, "    \"func.return\"(", 18);
   size_t r = 0;
   for (size_t i = 0; i < n; i++)
     for (uint32_t k = 0; k < s->nodes[i].nout; k++) {
       if (!live[i * FZ_MAX_OUT + k]) continue;
-      if (r++) sb_put(&b, ", ", 2);
+      if (r++) hlo_sb_append(&b, ", ", 2);
       if (s->nodes[i].nout == 1)
-        sb_printf(&b, "%%n%zu", i);
+        hlo_sb_printf(&b, "%%n%zu", i);
       else
-        sb_printf(&b, "%%n%zu#%u", i, k);
+        hlo_sb_printf(&b, "%%n%zu#%u", i, k);
     }
-  sb_put(&b, ") : (", 5);
+  hlo_sb_append(&b, ") : (", 5);
   r = 0;
   for (size_t i = 0; i < n; i++)
     for (uint32_t k = 0; k < s->nodes[i].nout; k++) {
       if (!live[i * FZ_MAX_OUT + k]) continue;
-      if (r++) sb_put(&b, ", ", 2);
+      if (r++) hlo_sb_append(&b, ", ", 2);
       sb_type(&b, s->nodes[i].out[k]);
     }
-  sb_put(&b, ") -> ()\n  }\n}\n", 14);
+  hlo_sb_append(&b, ") -> ()\n  }\n}\n", 14);
   if (b.oom) {
-    free(b.p);
+    hlo_sb_free(&b);
     return tpuc_status_make(TPUC_RESOURCE_EXHAUSTED, "out of host memory");
   }
-  *text = b.p;
   *len = b.len;
+  *text = hlo_sb_take(&b);
   return NULL;
 }
 
