@@ -201,13 +201,24 @@ static void corrupt_case(int truncate_it) {
 static void test_corrupt_entry_recompiled(void) { corrupt_case(0); }
 static void test_truncated_entry_recompiled(void) { corrupt_case(1); }
 
-static void test_disk_disabled(void) {
+/* A client whose cache has no disk tier (NULL, said why, on failure). */
+static tpuc_client* memory_only_client(void) {
   tpuc_plugin* p = NULL;
-  TPUC_CHECK_OK(tpuc_plugin_load(NULL, NULL, 0, &p));
+  tpuc_client* c = NULL;
+  tpuc_status* st = tpuc_plugin_load(NULL, NULL, 0, &p);
   tpuc_client_options o = {0};
   o.disable_disk_cache = true;
-  tpuc_client* c = NULL;
-  TPUC_CHECK_OK(tpuc_client_create(p, &o, &c));
+  if (st == NULL) st = tpuc_client_create(p, &o, &c);
+  if (st) {
+    fprintf(stderr, "client: %s\n", tpuc_status_message(st));
+    tpuc_status_free(st);
+  }
+  return c;
+}
+
+static void test_disk_disabled(void) {
+  tpuc_client* c = memory_only_client();
+  TPUC_CHECK(c != NULL);
   TPUC_CHECK(strcmp(tpuc_cache_dir(c), "") == 0);
   tpuc_cache_source src;
   int ok = run_program(c, 3, &src) && src == TPUC_CACHE_COMPILED;
@@ -235,12 +246,8 @@ static void* race(void* arg) {
 }
 
 static void test_concurrent_requests_compile_once(void) {
-  tpuc_plugin* p = NULL;
-  TPUC_CHECK_OK(tpuc_plugin_load(NULL, NULL, 0, &p));
-  tpuc_client_options o = {0};
-  o.disable_disk_cache = true;
-  tpuc_client* c = NULL;
-  TPUC_CHECK_OK(tpuc_client_create(p, &o, &c));
+  tpuc_client* c = memory_only_client();
+  TPUC_CHECK(c != NULL);
   pthread_barrier_t start;
   pthread_barrier_init(&start, NULL, RACERS);
   racer r[RACERS];
