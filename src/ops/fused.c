@@ -636,29 +636,55 @@ static void jobs_retire(void) {
 static double now_seconds(void);
 static void keep_error(tpuc_status* st);
 
+/* The program of a segment: `*exe` when it came from the program table
+ * (counted as a hit), else compiled or loaded through the compile cache
+ * and remembered under `key`. */
+static tpuc_status* segment_program(tpuc_client* client, tpuc_fingerprint key,
+                                    const char* text, size_t len, bool again,
+                                    tpuc_fused_event* ev,
+                                    tpuc_executable** exe) {
+  if (*exe != NULL) {
+    ev->changed[0] = '\0';
+    slock();
+    g_stats.table_hits++;
+    sunlock();
+    return NULL;
+  }
+  tpuc_cache_source src = TPUC_CACHE_COMPILED;
+  double t0 = now_seconds();
+  tpuc_status* st = tpuc_compile(client, text, len, NULL, exe, &src);
+  ev->seconds = now_seconds() - t0;
+  if (st == NULL) {
+    account_program(ev, src, again);
+    prog_remember(client, key, *exe);
+  } else if (getenv("TPUC_FUSED_DUMP") != NULL) {
+    fprintf(stderr, "%.*s\n", (int)len, text);
+  }
+  return st;
+}
+
+/* Counts a segment that ran. */
+static void account_run(size_t nops, size_t nout, const bool* donate,
+                        size_t nargs) {
+  size_t donated = 0;
+  for (size_t i = 0; i < nargs; i++) donated += donate[i];
+  slock();
+  g_stats.segments++;
+  g_stats.ops_run += nops;
+  g_stats.outputs += nout;
+  g_stats.donated += donated;
+  sunlock();
+}
+
 /* On the background thread: compile or load the program, run it, fill or
  * fail the results. */
 static void job_run(fz_job* j) {
   tpuc_status* st = NULL;
   tpuc_fused_event* ev = &j->ev;
+  /* An earlier job may have compiled it since the segment was cut. */
   if (j->exe == NULL) j->exe = prog_lookup(j->client, j->key);
-  if (j->exe == NULL) {
-    tpuc_cache_source src = TPUC_CACHE_COMPILED;
-    double t0 = now_seconds();
-    st = tpuc_compile(j->client, j->text, j->len, NULL, &j->exe, &src);
-    ev->seconds = now_seconds() - t0;
-    if (st == NULL) {
-      account_program(ev, src, j->again);
-      prog_remember(j->client, j->key, j->exe);
-    } else if (getenv("TPUC_FUSED_DUMP") != NULL) {
-      fprintf(stderr, "%.*s\n", (int)j->len, j->text);
-    }
-  } else {
-    ev->changed[0] = '\0';
-    slock();
-    g_stats.table_hits++;
-    sunlock();
-  }
+  st = segment_program(j->client, j->key, j->text, j->len, j->again, ev,
+                       &j->exe);
   tpuc_buffer** real = calloc(j->nout ? j->nout : 1, sizeof *real);
   if (st == NULL && real == NULL)
     st = tpuc_status_make(TPUC_RESOURCE_EXHAUSTED, "out of host memory");
@@ -666,15 +692,8 @@ static void job_run(fz_job* j) {
     st = tpuc_execute(j->exe, j->device, j->args, j->nargs, j->donate, real,
                       j->nout);
   if (st == NULL) {
-    size_t donated = 0;
-    for (size_t i = 0; i < j->nargs; i++) donated += j->donate[i];
     for (size_t i = 0; i < j->nout; i++) tpuc_buffer_lazy_fill(j->outs[i], real[i]);
-    slock();
-    g_stats.segments++;
-    g_stats.ops_run += j->nops;
-    g_stats.outputs += j->nout;
-    g_stats.donated += donated;
-    sunlock();
+    account_run(j->nops, j->nout, j->donate, j->nargs);
   } else {
     st = tpuc_status_annotate(st, "fused segment of %zu ops from %s", j->nops,
                               ev->first_op);
@@ -970,22 +989,7 @@ static tpuc_status* run_prefix(fz_seg* s, size_t n, tpuc_fused_reason why) {
       }
     }
     if (st == NULL && job == NULL) {
-      if (exe == NULL) {
-        tpuc_cache_source src = TPUC_CACHE_COMPILED;
-        double t0 = now_seconds();
-        st = tpuc_compile(s->client, text, len, NULL, &exe, &src);
-        ev.seconds = now_seconds() - t0;
-        if (st == NULL) {
-          account_program(&ev, src, again);
-          prog_remember(s->client, key, exe);
-        } else if (getenv("TPUC_FUSED_DUMP") != NULL) {
-          fprintf(stderr, "%.*s\n", (int)len, text);
-        }
-      } else {
-        slock();
-        g_stats.table_hits++;
-        sunlock();
-      }
+      st = segment_program(s->client, key, text, len, again, &ev, &exe);
       /* An input given away here may still be read by a segment on the
        * background thread that has not been enqueued yet: let those go
        * first (PJRT orders a donation after the reads already enqueued). */
@@ -999,14 +1003,7 @@ static tpuc_status* run_prefix(fz_seg* s, size_t n, tpuc_fused_reason why) {
         st = tpuc_status_annotate(st, "fused segment of %zu ops from %s", n,
                                   s->nodes[0].name);
       if (st == NULL) {
-        size_t donated = 0;
-        for (size_t j = 0; j < next; j++) donated += donate[j];
-        slock();
-        g_stats.donated += donated;
-        g_stats.segments++;
-        g_stats.ops_run += n;
-        g_stats.outputs += nlive;
-        sunlock();
+        account_run(n, nlive, donate, next);
         size_t r = 0;
         for (size_t i = 0; i < n; i++)
           for (uint32_t k = 0; k < s->nodes[i].nout; k++)
