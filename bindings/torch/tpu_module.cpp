@@ -87,6 +87,9 @@ py::dict cache_stats() {
   d["memory_entries"] = s.memory_entries;
   d["disk_bytes_written"] = s.disk_bytes_written;
   d["inflight_waits"] = s.inflight_waits;
+  d["prefetched"] = s.prefetched;
+  d["prefetch_seconds"] = s.prefetch_seconds;
+  d["prefetch_hits"] = s.prefetch_hits;
   d["cache_dir"] = tpuc_cache_dir(client());
   return d;
 }

@@ -84,6 +84,11 @@ typedef struct tpuc_cache_stats {
   /* Requests that found their program being compiled or loaded by another
    * thread and waited for it instead of compiling it again. */
   uint64_t inflight_waits;
+  /* Entries the prefetch thread loaded ahead of their use, the time it
+   * spent on them, and how many were then used (each also a disk hit). */
+  uint64_t prefetched;
+  double prefetch_seconds;
+  uint64_t prefetch_hits;
 } tpuc_cache_stats;
 
 tpuc_status* tpuc_cache_get_stats(tpuc_client* client, tpuc_cache_stats* out);

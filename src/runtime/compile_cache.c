@@ -15,7 +15,16 @@
  * flock serializes processes compiling the same program so the second one
  * loads what the first wrote. An entry that fails any check (magic, sizes,
  * key, checksum, deserialization) is counted as corrupt, removed, and the
- * program is compiled again. */
+ * program is compiled again.
+ *
+ * Prefetch: <key fingerprint>.next names the program that was loaded or
+ * compiled next after this one (a 24-byte record: "TPUCNXT1", the
+ * fingerprint). A process that loads or compiles a program hands its chain
+ * of successors to a background thread, which deserializes them into the
+ * memory tier ahead of their use: a warm process's first step then loads
+ * one program on its own thread and finds the rest loaded (or waits for the
+ * one being loaded). A prefetched entry's first use counts as a disk hit.
+ * TPUC_CACHE_PREFETCH=0 turns it off. */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
@@ -38,6 +47,7 @@ typedef struct {
   char* key; /* program text + options */
   size_t key_len;
   tpuc_executable* exe;
+  bool prefetched; /* loaded ahead, not asked for yet */
 } cache_entry;
 
 struct tpuc_cache {
@@ -53,7 +63,14 @@ struct tpuc_cache {
   tpuc_fingerprint* busy;
   size_t nbusy, busy_cap;
   pthread_cond_t settled;
+  /* The program loaded or compiled last (its successor is recorded). */
+  tpuc_fingerprint last;
+  bool have_last;
+  bool prefetch;  /* disk tier present and TPUC_CACHE_PREFETCH != 0 */
+  bool pf_dead;   /* being destroyed (under g_pf_mu) */
 };
+
+static void pf_forget(tpuc_cache* k);
 
 /* ------------------------------ helpers -------------------------------- */
 
@@ -129,12 +146,15 @@ tpuc_status* tpuc_cache_create(tpuc_client* c, const tpuc_client_options* o,
       }
     }
   }
+  const char* pf = getenv("TPUC_CACHE_PREFETCH");
+  k->prefetch = k->dir != NULL && !(pf && strcmp(pf, "0") == 0);
   *out = k;
   return NULL;
 }
 
 void tpuc_cache_destroy(tpuc_cache* k) {
   if (k == NULL) return;
+  pf_forget(k);
   for (size_t i = 0; i < k->cap; i++) {
     if (k->slots[i].exe) {
       tpuc_executable_release(k->slots[i].exe);
@@ -162,6 +182,15 @@ static cache_entry* mem_find(tpuc_cache* k, tpuc_fingerprint fp,
         memcmp(e->key, key, key_len) == 0)
       return e;
   }
+}
+
+/* By fingerprint only (the prefetcher has no key to compare). */
+static bool mem_has_fp(tpuc_cache* k, tpuc_fingerprint fp) {
+  if (k->cap == 0) return false;
+  size_t mask = k->cap - 1;
+  for (size_t i = (size_t)fp.lo & mask; k->slots[i].exe; i = (i + 1) & mask)
+    if (k->slots[i].fp.lo == fp.lo && k->slots[i].fp.hi == fp.hi) return true;
+  return false;
 }
 
 static int mem_grow(tpuc_cache* k) {
@@ -200,7 +229,7 @@ static void mem_reset(tpuc_cache* k) {
 
 /* Inserts (the cache takes a reference). Failure to insert is harmless. */
 static void mem_insert(tpuc_cache* k, tpuc_fingerprint fp, const char* key,
-                       size_t key_len, tpuc_executable* exe) {
+                       size_t key_len, tpuc_executable* exe, bool prefetched) {
   if (mem_find(k, fp, key, key_len) != NULL) return;
   if (k->count >= MEM_TIER_MAX) mem_reset(k);
   if ((k->count + 1) * 4 > k->cap * 3 && !mem_grow(k)) return;
@@ -210,7 +239,7 @@ static void mem_insert(tpuc_cache* k, tpuc_fingerprint fp, const char* key,
   size_t j = (size_t)fp.lo & (k->cap - 1);
   while (k->slots[j].exe) j = (j + 1) & (k->cap - 1);
   tpuc_executable_retain(exe);
-  k->slots[j] = (cache_entry){fp, copy, key_len, exe};
+  k->slots[j] = (cache_entry){fp, copy, key_len, exe, prefetched};
   k->count++;
 }
 
@@ -417,6 +446,236 @@ static void busy_remove(tpuc_cache* k, tpuc_fingerprint fp) {
   pthread_cond_broadcast(&k->settled);
 }
 
+/* ------------------------------ prefetch -------------------------------- */
+
+#define NEXT_MAGIC "TPUCNXT1"
+#define NEXT_BYTES 24
+/* Programs one chain loads ahead at most. */
+#define PF_DEPTH 64
+#define PF_QUEUE 64
+
+/* 1 and *out: `fp`'s recorded successor; 0: none (or unreadable). */
+static int read_next(tpuc_cache* k, tpuc_fingerprint fp,
+                     tpuc_fingerprint* out) {
+  char path[4200], buf[NEXT_BYTES];
+  entry_path(k, fp, ".next", path, sizeof path);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  ssize_t n = read(fd, buf, sizeof buf);
+  close(fd);
+  if (n != NEXT_BYTES || memcmp(buf, NEXT_MAGIC, 8) != 0) return 0;
+  out->lo = get_u64(buf + 8);
+  out->hi = get_u64(buf + 16);
+  return 1;
+}
+
+/* Records `next` as `fp`'s successor unless it already is (a hint: written
+ * to a temporary file and renamed, never synced). */
+static void write_next(tpuc_cache* k, tpuc_fingerprint fp,
+                       tpuc_fingerprint next) {
+  tpuc_fingerprint old;
+  if (read_next(k, fp, &old) && old.lo == next.lo && old.hi == next.hi)
+    return;
+  char path[4200], tmp[4300], buf[NEXT_BYTES];
+  entry_path(k, fp, ".next", path, sizeof path);
+  static atomic_uint counter;
+  snprintf(tmp, sizeof tmp, "%s.%d.%u.tmp", path, (int)getpid(),
+           atomic_fetch_add(&counter, 1));
+  memcpy(buf, NEXT_MAGIC, 8);
+  memcpy(buf + 8, &next.lo, 8);
+  memcpy(buf + 16, &next.hi, 8);
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) return;
+  int ok = write_all(fd, buf, sizeof buf);
+  ok = close(fd) == 0 && ok;
+  if (!ok || rename(tmp, path) != 0) unlink(tmp);
+}
+
+/* Loads entry `fp` into the memory tier ahead of its use. True when it was
+ * loaded now; false when it is already in memory, being compiled or loaded
+ * by another thread, absent, or fails any check (the request that needs it
+ * then finds and reports what is wrong with it). */
+static bool pf_load(tpuc_cache* k, tpuc_fingerprint fp) {
+  pthread_mutex_lock(&k->mu);
+  bool announced = !mem_has_fp(k, fp) && !busy_has(k, fp) && busy_add(k, fp);
+  pthread_mutex_unlock(&k->mu);
+  if (!announced) return false;
+  double t0 = tpuc_now_seconds();
+  char path[4200];
+  entry_path(k, fp, ".tpx", path, sizeof path);
+  char* data = NULL;
+  size_t len = 0;
+  tpuc_executable* exe = NULL;
+  if (read_file(path, &data, &len)) {
+    int ok = len >= HEADER_BYTES && memcmp(data, MAGIC, 8) == 0;
+    uint64_t klen = ok ? get_u64(data + 8) : 0;
+    uint64_t plen = ok ? get_u64(data + 16) : 0;
+    ok = ok && klen <= len && plen <= len && HEADER_BYTES + klen + plen == len;
+    const char* key = data + HEADER_BYTES;
+    const char* payload = key + klen;
+    tpuc_fingerprint zero = {0, 0};
+    if (ok) { /* the entry is the program its name says */
+      tpuc_fingerprint kfp = tpuc_fingerprint_bytes(zero, key, klen);
+      ok = kfp.lo == fp.lo && kfp.hi == fp.hi;
+    }
+    if (ok) {
+      tpuc_fingerprint pfp = tpuc_fingerprint_bytes(zero, payload, plen);
+      ok = pfp.lo == get_u64(data + 24) && pfp.hi == get_u64(data + 32);
+    }
+    /* The key is the program text, a NUL, the encoded options. */
+    const char* sep = ok ? memchr(key, '\0', klen) : NULL;
+    PJRT_LoadedExecutable* pj = NULL;
+    if (sep != NULL) {
+      tpuc_status* st = tpuc_pjrt_deserialize(k->client, payload, plen, &pj);
+      if (st == NULL)
+        st = make_executable(k->client, pj, key, (size_t)(sep - key), fp,
+                             &exe);
+      tpuc_status_free(st);
+    }
+    pthread_mutex_lock(&k->mu);
+    if (exe != NULL) {
+      mem_insert(k, fp, key, klen, exe, true);
+      k->stats.prefetched++;
+      k->stats.prefetch_seconds += tpuc_now_seconds() - t0;
+    }
+    pthread_mutex_unlock(&k->mu);
+  }
+  pthread_mutex_lock(&k->mu);
+  busy_remove(k, fp);
+  pthread_mutex_unlock(&k->mu);
+  free(data);
+  if (exe != NULL) tpuc_executable_release(exe);
+  return exe != NULL;
+}
+
+/* One background thread serves every cache: a queue of (cache, program)
+ * whose successor chains it loads. g_pf_mu is never held while taking a
+ * cache's lock. */
+typedef struct {
+  tpuc_cache* k;
+  tpuc_fingerprint fp;
+} pf_item;
+static pthread_mutex_t g_pf_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_pf_cond = PTHREAD_COND_INITIALIZER;
+static pthread_once_t g_pf_once = PTHREAD_ONCE_INIT;
+static pf_item g_pf_q[PF_QUEUE];
+static size_t g_pf_head, g_pf_n;
+static tpuc_cache* g_pf_active; /* whose chain is being loaded */
+static bool g_pf_running;
+static bool g_pf_hold; /* a fork or the process exit is under way */
+
+static bool pf_stopped(tpuc_cache* k) {
+  pthread_mutex_lock(&g_pf_mu);
+  bool stop = g_pf_hold || k->pf_dead;
+  pthread_mutex_unlock(&g_pf_mu);
+  return stop;
+}
+
+static void* pf_main(void* arg) {
+  (void)arg;
+  pthread_mutex_lock(&g_pf_mu);
+  for (;;) {
+    while (g_pf_n == 0 || g_pf_hold) pthread_cond_wait(&g_pf_cond, &g_pf_mu);
+    pf_item it = g_pf_q[g_pf_head];
+    g_pf_head = (g_pf_head + 1) % PF_QUEUE;
+    g_pf_n--;
+    g_pf_active = it.k;
+    pthread_mutex_unlock(&g_pf_mu);
+    tpuc_fingerprint fp = it.fp, next;
+    for (int d = 0; d < PF_DEPTH && !pf_stopped(it.k); d++) {
+      if (!read_next(it.k, fp, &next) || !pf_load(it.k, next)) break;
+      fp = next;
+    }
+    pthread_mutex_lock(&g_pf_mu);
+    g_pf_active = NULL;
+    pthread_cond_broadcast(&g_pf_cond);
+  }
+  return NULL;
+}
+
+/* Waits until no chain is being loaded; under g_pf_mu. */
+static void pf_quiesce(void) {
+  g_pf_hold = true;
+  g_pf_n = 0;
+  while (g_pf_active != NULL) pthread_cond_wait(&g_pf_cond, &g_pf_mu);
+}
+
+/* A fork waits for the load under way, so the child inherits no cache lock
+ * held and no program marked as being loaded. */
+static void pf_atfork_prepare(void) {
+  pthread_mutex_lock(&g_pf_mu);
+  pf_quiesce();
+}
+static void pf_atfork_parent(void) {
+  g_pf_hold = false;
+  pthread_mutex_unlock(&g_pf_mu);
+}
+static void pf_atfork_child(void) {
+  g_pf_hold = false;
+  g_pf_running = false; /* the thread stayed in the parent */
+  pthread_cond_init(&g_pf_cond, NULL);
+  pthread_mutex_unlock(&g_pf_mu);
+}
+/* At exit the plugin is about to be unloaded: no load may be under way. */
+static void pf_atexit(void) {
+  pthread_mutex_lock(&g_pf_mu);
+  pf_quiesce();
+  pthread_mutex_unlock(&g_pf_mu);
+}
+static void pf_init(void) {
+  pthread_atfork(pf_atfork_prepare, pf_atfork_parent, pf_atfork_child);
+  atexit(pf_atexit);
+}
+
+/* Hands `fp`'s successors to the prefetch thread. Not under k->mu. */
+static void pf_enqueue(tpuc_cache* k, tpuc_fingerprint fp) {
+  if (!k->prefetch) return;
+  pthread_once(&g_pf_once, pf_init);
+  pthread_mutex_lock(&g_pf_mu);
+  if (!g_pf_running && !g_pf_hold) {
+    pthread_t t;
+    pthread_attr_t a;
+    pthread_attr_init(&a);
+    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+    g_pf_running = pthread_create(&t, &a, pf_main, NULL) == 0;
+    pthread_attr_destroy(&a);
+  }
+  if (g_pf_running && !g_pf_hold && !k->pf_dead && g_pf_n < PF_QUEUE) {
+    g_pf_q[(g_pf_head + g_pf_n) % PF_QUEUE] = (pf_item){k, fp};
+    g_pf_n++;
+    pthread_cond_broadcast(&g_pf_cond);
+  }
+  pthread_mutex_unlock(&g_pf_mu);
+}
+
+/* Cache `k` goes away: drops its queued chains, waits for the one under
+ * way. */
+static void pf_forget(tpuc_cache* k) {
+  if (!k->prefetch) return;
+  pthread_mutex_lock(&g_pf_mu);
+  k->pf_dead = true;
+  size_t kept = 0;
+  for (size_t i = 0; i < g_pf_n; i++) {
+    pf_item it = g_pf_q[(g_pf_head + i) % PF_QUEUE];
+    if (it.k != k) g_pf_q[(g_pf_head + kept++) % PF_QUEUE] = it;
+  }
+  g_pf_n = kept;
+  while (g_pf_active == k) pthread_cond_wait(&g_pf_cond, &g_pf_mu);
+  pthread_mutex_unlock(&g_pf_mu);
+}
+
+/* Under k->mu: `fp` is loaded or compiled now (or a prefetched entry is
+ * used for the first time). Returns in *prev the program that was before
+ * it, whose successor the caller records once k->mu is released. */
+static bool note_sequence(tpuc_cache* k, tpuc_fingerprint fp,
+                          tpuc_fingerprint* prev) {
+  bool had = k->have_last && (k->last.lo != fp.lo || k->last.hi != fp.hi);
+  *prev = k->last;
+  k->last = fp;
+  k->have_last = true;
+  return had && k->prefetch;
+}
+
 tpuc_status* tpuc_compile(tpuc_client* c, const char* mlir, size_t len,
                           const tpuc_compile_options* options,
                           tpuc_executable** out, tpuc_cache_source* source) {
@@ -449,11 +708,24 @@ tpuc_status* tpuc_compile(tpuc_client* c, const char* mlir, size_t len,
   for (;;) {
     cache_entry* hit = mem_find(k, fp, key, key_len);
     if (hit != NULL) {
-      k->stats.memory_hits++;
+      /* A prefetched entry's first use is the disk hit it replaced. */
+      bool loaded_ahead = hit->prefetched;
+      tpuc_fingerprint prev;
+      bool record = false;
+      if (loaded_ahead) {
+        hit->prefetched = false;
+        k->stats.disk_hits++;
+        k->stats.prefetch_hits++;
+        record = note_sequence(k, fp, &prev);
+      } else {
+        k->stats.memory_hits++;
+      }
       tpuc_executable_retain(hit->exe);
       *out = hit->exe;
       pthread_mutex_unlock(&k->mu);
-      if (source) *source = TPUC_CACHE_MEMORY;
+      if (record) write_next(k, prev, fp);
+      if (loaded_ahead) pf_enqueue(k, fp);
+      if (source) *source = loaded_ahead ? TPUC_CACHE_DISK : TPUC_CACHE_MEMORY;
       goto done;
     }
     /* Another thread compiles or loads this program: wait for it. If it
@@ -464,7 +736,12 @@ tpuc_status* tpuc_compile(tpuc_client* c, const char* mlir, size_t len,
     pthread_cond_wait(&k->settled, &k->mu);
   }
   bool announced = busy_add(k, fp);
+  tpuc_fingerprint prev;
+  bool record = note_sequence(k, fp, &prev);
   pthread_mutex_unlock(&k->mu);
+  if (record) write_next(k, prev, fp);
+  /* What came after this program last time loads while this one does. */
+  pf_enqueue(k, fp);
 
   int lock_fd = -1;
   PJRT_LoadedExecutable* pj = NULL;
@@ -507,7 +784,7 @@ tpuc_status* tpuc_compile(tpuc_client* c, const char* mlir, size_t len,
   }
   if (st == NULL) st = make_executable(c, pj, mlir, len, fp, out);
   pthread_mutex_lock(&k->mu);
-  if (st == NULL) mem_insert(k, fp, key, key_len, *out);
+  if (st == NULL) mem_insert(k, fp, key, key_len, *out, false);
   if (announced) busy_remove(k, fp);
   pthread_mutex_unlock(&k->mu);
   if (st == NULL && source) *source = src;
@@ -547,6 +824,7 @@ tpuc_status* tpuc_cache_clear(tpuc_client* c, bool disk) {
         /* Entries and their lock files (a process still holding a removed
          * lock only loses the compile-once guarantee, never correctness). */
         if ((n > 4 && strcmp(ent->d_name + n - 4, ".tpx") == 0) ||
+            (n > 5 && strcmp(ent->d_name + n - 5, ".next") == 0) ||
             (n > 5 && strcmp(ent->d_name + n - 5, ".lock") == 0)) {
           char p[4400];
           snprintf(p, sizeof p, "%s/%s", k->dir, ent->d_name);

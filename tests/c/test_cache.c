@@ -1,5 +1,5 @@
 /* Compile cache: memory tier, disk tier, corrupt and truncated entries,
- * two processes sharing one folder, clearing, statistics. */
+ * two processes sharing one folder, clearing, statistics, prefetch. */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <fcntl.h>
@@ -278,6 +278,58 @@ static void test_unwritable_folder_falls_back(void) {
   TPUC_CHECK(ok);
 }
 
+/* A process that loads a program finds the programs that followed it last
+ * time loaded ahead by the prefetch thread; each counts as a disk hit. */
+static void test_prefetch_loads_successors(void) {
+  enum { FIRST = 21, N = 8 };
+  tpuc_client* c = new_client(g_dir);
+  TPUC_CHECK(c != NULL);
+  TPUC_CHECK_OK(tpuc_cache_clear(c, true));
+  tpuc_cache_source src;
+  for (int k = FIRST; k < FIRST + N; k++)
+    TPUC_CHECK(run_program(c, k, &src) && src == TPUC_CACHE_COMPILED);
+  /* Each program but the last has a successor. */
+  TPUC_CHECK(count_entries(tpuc_cache_dir(c), ".next") == N - 1);
+  tpuc_client_destroy(c);
+
+  c = new_client(g_dir);
+  TPUC_CHECK(c != NULL);
+  TPUC_CHECK(run_program(c, FIRST, &src) && src == TPUC_CACHE_DISK);
+  tpuc_cache_stats s = {0};
+  for (int i = 0; i < 6000; i++) { /* up to 60 s */
+    TPUC_CHECK_OK(tpuc_cache_get_stats(c, &s));
+    if (s.prefetched == N - 1) break;
+    usleep(10000);
+  }
+  TPUC_CHECK(s.prefetched == N - 1 && s.prefetch_seconds > 0);
+  for (int k = FIRST + 1; k < FIRST + N; k++)
+    TPUC_CHECK(run_program(c, k, &src) && src == TPUC_CACHE_DISK);
+  TPUC_CHECK_OK(tpuc_cache_get_stats(c, &s));
+  TPUC_CHECK(s.disk_hits == N && s.prefetch_hits == N - 1);
+  TPUC_CHECK(s.misses == 0 && s.memory_hits == 0);
+  /* Used again: plain memory hits. */
+  TPUC_CHECK(run_program(c, FIRST + 1, &src) && src == TPUC_CACHE_MEMORY);
+  tpuc_client_destroy(c);
+
+  /* A client destroyed while its successors load: no hang, no crash, and
+   * the next client still finds every entry. */
+  c = new_client(g_dir);
+  TPUC_CHECK(c != NULL);
+  TPUC_CHECK(run_program(c, FIRST, &src) && src == TPUC_CACHE_DISK);
+  tpuc_client_destroy(c);
+
+  /* TPUC_CACHE_PREFETCH=0: nothing is loaded ahead. */
+  setenv("TPUC_CACHE_PREFETCH", "0", 1);
+  c = new_client(g_dir);
+  unsetenv("TPUC_CACHE_PREFETCH");
+  TPUC_CHECK(c != NULL);
+  for (int k = FIRST; k < FIRST + N; k++)
+    TPUC_CHECK(run_program(c, k, &src) && src == TPUC_CACHE_DISK);
+  TPUC_CHECK_OK(tpuc_cache_get_stats(c, &s));
+  TPUC_CHECK(s.prefetched == 0 && s.prefetch_hits == 0 && s.disk_hits == N);
+  tpuc_client_destroy(c);
+}
+
 int main(void) {
   snprintf(g_dir, sizeof g_dir, "/tmp/tpuc-cache-test-%d", (int)getpid());
   static const tpuc_test_case cases[] = {
@@ -288,6 +340,7 @@ int main(void) {
       TPUC_TEST(test_disk_disabled),
       TPUC_TEST(test_concurrent_requests_compile_once),
       TPUC_TEST(test_unwritable_folder_falls_back),
+      TPUC_TEST(test_prefetch_loads_successors),
   };
   int rc = tpuc_test_run_all(__FILE__, cases, sizeof cases / sizeof cases[0]);
   char cmd[300];
