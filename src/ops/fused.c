@@ -248,7 +248,7 @@ static size_t env_size(const char* name, size_t dflt, size_t lo) {
 
 static size_t max_ops(void) {
   static size_t n = 0;
-  if (n == 0) n = env_size("TPUC_FUSED_MAX_OPS", 512, 2);
+  if (n == 0) n = env_size("TPUC_FUSED_MAX_OPS", 4096, 2);
   return n;
 }
 
