@@ -457,7 +457,9 @@ void native_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       continue;
     }
     at::Tensor& t = targets[k - base];
-    if (results[k].written) {
+    if (results[k].written && results[k].value == nullptr) {
+      // zero_ of a storage that already reads as zeros: nothing to set.
+    } else if (results[k].written) {
       tpuc_status* set = tpuc_storage_set_value(storage_of(t), results[k].value);
       tpuc_buffer_release(results[k].value);
       results[k].value = nullptr;

@@ -77,7 +77,9 @@ typedef struct tpuc_op_result {
   tpuc_buffer* value;
   /* The result was written into options->write_to[k]: `value` is then the
    * new value of that view's storage (u8[storage bytes]), to be set with
-   * tpuc_storage_set_value; dtype and sizes are the view's. */
+   * tpuc_storage_set_value; dtype and sizes are the view's. A written
+   * result without a value (zero_ of a never-written storage) leaves the
+   * storage as it is. */
   bool written;
 } tpuc_op_result;
 

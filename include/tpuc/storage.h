@@ -37,9 +37,12 @@ tpuc_client* tpuc_storage_client(const tpuc_storage* storage);
 /* The current value, a u8[nbytes] buffer the caller releases; a storage
  * never written gets a zero-filled value here. */
 tpuc_status* tpuc_storage_value(tpuc_storage* storage, tpuc_buffer** out);
-/* The element type the current value is kept in (u8 when the storage was
- * never written). */
+/* The element type the current value is kept in (for a storage never
+ * written: the type of the zeros tpuc_storage_value will give it, f32 when
+ * its size is a multiple of 4 bytes, else u8). */
 tpuc_dtype tpuc_storage_value_dtype(tpuc_storage* storage);
+/* True when the storage was never written (it reads as zeros). */
+bool tpuc_storage_is_unwritten(tpuc_storage* storage);
 /* Replaces the value with `value` (a flat array of any element type,
  * exactly nbytes long, on the storage's device; a new reference is
  * taken). */

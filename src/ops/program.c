@@ -1343,6 +1343,23 @@ static tpuc_status* run_phase(tpuc_client* client, int device, int index,
   return NULL;
 }
 
+/* zero_ of a whole storage that was never written: a contiguous view at
+ * offset 0 over all its bytes. */
+static bool zero_of_unwritten(const op_entry* e, const tpuc_op_options* o) {
+  const tpuc_view* t = o->write_to[0];
+  if (t == NULL || t->storage == NULL || strcmp(e->name, "aten::zero_") != 0)
+    return false;
+  int64_t expect = 1;
+  for (int d = t->rank - 1; d >= 0; d--) {
+    if (t->sizes[d] != 1 && t->strides[d] != expect) return false;
+    expect *= t->sizes[d];
+  }
+  return t->offset == 0 &&
+         (size_t)expect * tpuc_dtype_size(t->dtype) ==
+             tpuc_storage_nbytes(t->storage) &&
+         tpuc_storage_is_unwritten(t->storage);
+}
+
 tpuc_status* tpuc_op_run(tpuc_client* client, int device, int index,
                          const tpuc_op_arg* args, size_t num_args,
                          const tpuc_op_options* options,
@@ -1359,6 +1376,23 @@ tpuc_status* tpuc_op_run(tpuc_client* client, int device, int index,
                             index);
   if (num_args > OP_MAX_ARGS)
     return unimpl("too many arguments for the native path");
+  if (zero_of_unwritten(e, options)) {
+    /* The storage already reads as zeros: nothing to run or store (the
+     * caller leaves a written result without a value as it is). An
+     * optimizer's zeros_like state then costs nothing until its first
+     * update reads it. */
+    const tpuc_view* t = options->write_to[0];
+    if (max_results < 1)
+      return tpuc_status_make(TPUC_INVALID_ARGUMENT,
+                              "%s has 1 result, room for 0", e->name);
+    memset(&results[0], 0, sizeof results[0]);
+    results[0].dtype = t->dtype;
+    results[0].rank = t->rank;
+    memcpy(results[0].sizes, t->sizes, sizeof(int64_t) * (size_t)t->rank);
+    results[0].written = true;
+    *num_results = 1;
+    return NULL;
+  }
   if (!ops_entry_is_dynamic((size_t)index))
     return run_phase(client, device, index, e, args, num_args, options, 0,
                      NULL, results, max_results, num_results);

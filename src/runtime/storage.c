@@ -1,10 +1,12 @@
 /* Storages (mutable byte arrays over immutable PJRT buffers) and views. */
 #include "tpuc/storage.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "pjrt/internal.h"
+#include "tpuc/executable.h"
 
 struct tpuc_storage {
   atomic_int refs;
@@ -81,16 +83,61 @@ static tpuc_status* upload(tpuc_storage* s, const void* bytes,
   return upload_as(s, bytes, TPUC_DTYPE_U8, out);
 }
 
+/* Storages of at least this many bytes get their zeros from a fill on the
+ * device: zeroed host memory copied over costs a page fault on each side
+ * and a copy. */
+#define DEVICE_ZEROS_MIN ((size_t)1 << 20)
+
+/* The element type of the zeros a never-written storage gets: f32 where
+ * the size allows (the default dtype, so most readers need no conversion
+ * from bytes and run the program they run once the storage is written),
+ * else bytes. */
+static tpuc_dtype zeros_dtype(const tpuc_storage* s) {
+  return s->nbytes > 0 && s->nbytes % 4 == 0 ? TPUC_DTYPE_F32 : TPUC_DTYPE_U8;
+}
+
+static tpuc_status* device_zeros(tpuc_storage* s, tpuc_buffer** out) {
+  bool f32 = zeros_dtype(s) == TPUC_DTYPE_F32;
+  const char* ty = f32 ? "f32" : "ui8";
+  size_t n = f32 ? s->nbytes / 4 : s->nbytes;
+  char text[1024];
+  int len = snprintf(
+      text, sizeof text,
+      "module @tpuc_zeros {\n"
+      "  func.func public @main() -> (tensor<%zux%s>) {\n"
+      "    %%0 = \"stablehlo.constant\"() {value = dense<0%s> : tensor<%s>} : "
+      "() -> tensor<%s>\n"
+      "    %%1 = \"stablehlo.broadcast_in_dim\"(%%0) {broadcast_dimensions = "
+      "array<i64>} : (tensor<%s>) -> tensor<%zux%s>\n"
+      "    \"func.return\"(%%1) : (tensor<%zux%s>) -> ()\n"
+      "  }\n}\n",
+      n, ty, f32 ? ".0" : "", ty, ty, ty, n, ty, n, ty);
+  tpuc_executable* exe = NULL;
+  TPUC_RETURN_IF_ERROR(
+      tpuc_compile(s->client, text, (size_t)len, NULL, &exe, NULL));
+  tpuc_status* st = tpuc_execute(exe, s->device, NULL, 0, NULL, out, 1);
+  tpuc_executable_release(exe);
+  return st;
+}
+
 tpuc_status* tpuc_storage_value(tpuc_storage* s, tpuc_buffer** out) {
   if (s == NULL || out == NULL)
     return tpuc_status_make(TPUC_INVALID_ARGUMENT, "storage or out is NULL");
   pthread_mutex_lock(&s->mu);
   tpuc_status* st = NULL;
+  if (s->value == NULL && s->nbytes >= DEVICE_ZEROS_MIN) {
+    st = device_zeros(s, &s->value);
+    if (st != NULL) { /* the host copy below still works */
+      tpuc_status_free(st);
+      st = NULL;
+      s->value = NULL;
+    }
+  }
   if (s->value == NULL) {
     void* zeros = calloc(1, s->nbytes ? s->nbytes : 1);
-    st = zeros
-             ? upload(s, zeros, &s->value)
-             : tpuc_status_make(TPUC_RESOURCE_EXHAUSTED, "out of host memory");
+    st = zeros ? upload_as(s, zeros, zeros_dtype(s), &s->value)
+               : tpuc_status_make(TPUC_RESOURCE_EXHAUSTED,
+                                  "out of host memory");
     free(zeros);
   }
   if (st == NULL) {
@@ -104,9 +151,17 @@ tpuc_status* tpuc_storage_value(tpuc_storage* s, tpuc_buffer** out) {
 tpuc_dtype tpuc_storage_value_dtype(tpuc_storage* s) {
   if (s == NULL) return TPUC_DTYPE_U8;
   pthread_mutex_lock(&s->mu);
-  tpuc_dtype d = s->value ? tpuc_buffer_dtype(s->value) : TPUC_DTYPE_U8;
+  tpuc_dtype d = s->value ? tpuc_buffer_dtype(s->value) : zeros_dtype(s);
   pthread_mutex_unlock(&s->mu);
   return d;
+}
+
+bool tpuc_storage_is_unwritten(tpuc_storage* s) {
+  if (s == NULL) return false;
+  pthread_mutex_lock(&s->mu);
+  bool none = s->value == NULL;
+  pthread_mutex_unlock(&s->mu);
+  return none;
 }
 
 tpuc_status* tpuc_storage_set_value(tpuc_storage* s, tpuc_buffer* value) {

@@ -98,6 +98,45 @@ def test_fill_and_zero(native_only):
     assert torch.zeros(3, dtype=torch.int16, device="tpu").cpu().tolist() == [0, 0, 0]
 
 
+
+@pytest.mark.parametrize("mode", ["debug", "strict", "fused"])
+@pytest.mark.parametrize("n", [10, 300_000, 3_000_000])
+def test_never_written_storages_read_as_zeros(native_only, mode, n):
+    # zero_ of a whole never-written storage runs nothing (it already reads
+    # as zeros); large ones get their zeros from a fill on the device, kept
+    # as f32; every reader sees zeros whatever its dtype and view.
+    with torch.tpu.eager_mode(mode):
+        z = torch.zeros(n, device="tpu")
+        assert z.cpu().abs().sum() == 0
+        e = torch.empty(n, device="tpu")
+        e.zero_()
+        e.add_(2)
+        assert (e.cpu() == 2).all()
+        m = torch.zeros_like(e)
+        m.lerp_(e, 0.5)
+        assert (m.cpu() == 1).all()
+        # zero_ of part of a storage, the rest written: both kept.
+        b = torch.empty(2, n, device="tpu")
+        b[1].zero_()
+        b[0].fill_(3)
+        bc = b.cpu()
+        assert (bc[0] == 3).all() and (bc[1] == 0).all()
+        i = torch.zeros(n, dtype=torch.int64, device="tpu")
+        i += 7
+        assert (i.cpu() == 7).all()
+        h = torch.zeros(n, dtype=torch.float16, device="tpu").zero_()
+        assert h.cpu().abs().sum() == 0
+        v = torch.zeros(n, device="tpu").view(torch.int32)
+        assert (v.cpu() == 0).all()
+        t = torch.empty(n // 2, 2, device="tpu").t()
+        t.zero_()
+        t += 1
+        assert (t.cpu() == 1).all()
+        # A written storage is still zeroed by zero_.
+        w = torch.ones(n, device="tpu")
+        w.zero_()
+        assert w.cpu().abs().sum() == 0
+
 def test_fill_errors_match_cpu():
     for dev in ("cpu", "tpu"):
         with pytest.raises(RuntimeError, match="0-dimension"):
