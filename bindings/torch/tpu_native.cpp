@@ -416,8 +416,7 @@ void native_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   if (launch_blocking()) {
     // TPUC_LAUNCH_BLOCKING=1: wait for this op, so an asynchronous failure
     // is reported here, at the op that caused it.
-    tpuc_status* sync = tpuc_fused_flush(client(), TPUC_FUSED_SYNC);
-    if (sync == nullptr) sync = tpuc_client_synchronize(client());
+    tpuc_status* sync = synchronize_status();
     if (sync != nullptr)
       for (size_t k = 0; k < nres; k++) tpuc_buffer_release(results[k].value);
     check(sync);

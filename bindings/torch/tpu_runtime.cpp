@@ -62,17 +62,16 @@ void init_runtime(const std::vector<std::string>& site_dirs) {
 bool runtime_ready() { return g_client != nullptr; }
 const std::string& runtime_error() { return g_error; }
 
-void synchronize_all() {
+tpuc_status* synchronize_status() {
   tpuc_client* c = client();
   tpuc_status* st = tpuc_fused_flush(c, TPUC_FUSED_SYNC);
   tpuc_status* st2 = tpuc_client_synchronize(c);
-  if (st == nullptr) {
-    st = st2;
-  } else {
-    tpuc_status_free(st2);
-  }
-  check(st);
+  if (st == nullptr) return st2;
+  tpuc_status_free(st2);
+  return st;
 }
+
+void synchronize_all() { check(synchronize_status()); }
 
 tpuc_client* client() {
   TORCH_CHECK(g_client != nullptr,

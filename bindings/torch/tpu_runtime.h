@@ -32,8 +32,11 @@ tpuc_storage* storage_of(const at::Tensor& tensor);
 tpuc_view view_of(const at::Tensor& tensor);
 
 // Runs what fused mode recorded and waits for all work on the device
-// (torch.tpu.synchronize, stream/event synchronization).
+// (torch.tpu.synchronize, stream/event synchronization); raises the first
+// error.
 void synchronize_all();
+// The same, returning the error instead (the caller frees it).
+tpuc_status* synchronize_status();
 
 // TPUC_LAUNCH_BLOCKING=1 (read once): every op waits for its result, so
 // errors surface at the failing op (the synchronous debug mode).
