@@ -34,8 +34,9 @@ size_t tpuc_storage_nbytes(const tpuc_storage* storage);
 int tpuc_storage_device(const tpuc_storage* storage);
 tpuc_client* tpuc_storage_client(const tpuc_storage* storage);
 
-/* The current value, a u8[nbytes] buffer the caller releases; a storage
- * never written gets a zero-filled value here. */
+/* The current value, a flat buffer of nbytes (see
+ * tpuc_storage_value_dtype) the caller releases; a storage never written
+ * gets zeros here, filled on the device from 1 MiB up. */
 tpuc_status* tpuc_storage_value(tpuc_storage* storage, tpuc_buffer** out);
 /* The element type the current value is kept in (for a storage never
  * written: the type of the zeros tpuc_storage_value will give it, f32 when
