@@ -98,7 +98,6 @@ def test_fill_and_zero(native_only):
     assert torch.zeros(3, dtype=torch.int16, device="tpu").cpu().tolist() == [0, 0, 0]
 
 
-
 @pytest.mark.parametrize("mode", ["debug", "strict", "fused"])
 @pytest.mark.parametrize("n", [10, 300_000, 3_000_000])
 def test_never_written_storages_read_as_zeros(native_only, mode, n):
@@ -136,6 +135,21 @@ def test_never_written_storages_read_as_zeros(native_only, mode, n):
         w = torch.ones(n, device="tpu")
         w.zero_()
         assert w.cpu().abs().sum() == 0
+
+
+def test_zeros_of_a_fresh_tensor_record_no_op():
+    with torch.tpu.eager_mode("fused"):
+        torch.tpu.synchronize()
+        torch.tpu.fused_reset_stats()
+        z = torch.zeros(4096, device="tpu")
+        m = torch.zeros_like(z)
+        assert torch.tpu.fused_stats()["ops_recorded"] == 0
+        o = torch.ones(4096, device="tpu")   # fill_ with 1 does run
+        m.zero_()                             # still never written: nothing
+        assert torch.tpu.fused_stats()["ops_recorded"] == 1
+        o.zero_()                             # written: zero_ runs
+        assert torch.tpu.fused_stats()["ops_recorded"] == 2
+        assert o.cpu().sum() == 0 and m.cpu().sum() == 0 and z.cpu().sum() == 0
 
 def test_fill_errors_match_cpu():
     for dev in ("cpu", "tpu"):
