@@ -20,6 +20,7 @@
 #include <time.h>
 
 #include "common/fingerprint.h"
+#include "common/thread.h"
 #include "hlo/hlo_internal.h"
 #include "ops/ops_internal.h"
 #include "tpuc/eager.h"
@@ -730,12 +731,7 @@ static void* worker_main(void* arg) {
 static bool job_submit(fz_job* j) {
   pthread_mutex_lock(&g_jmu);
   if (!g_worker_running) {
-    pthread_t t;
-    pthread_attr_t a;
-    pthread_attr_init(&a);
-    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-    g_worker_running = pthread_create(&t, &a, worker_main, NULL) == 0;
-    pthread_attr_destroy(&a);
+    g_worker_running = tpuc_thread_start_detached(worker_main);
     if (!g_worker_running) {
       pthread_mutex_unlock(&g_jmu);
       return false;

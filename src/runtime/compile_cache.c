@@ -37,6 +37,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/thread.h"
 #include "pjrt/internal.h"
 
 #define MAGIC "TPUCEXE1"
@@ -632,14 +633,8 @@ static void pf_enqueue(tpuc_cache* k, tpuc_fingerprint fp) {
   if (!k->prefetch) return;
   pthread_once(&g_pf_once, pf_init);
   pthread_mutex_lock(&g_pf_mu);
-  if (!g_pf_running && !g_pf_hold) {
-    pthread_t t;
-    pthread_attr_t a;
-    pthread_attr_init(&a);
-    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-    g_pf_running = pthread_create(&t, &a, pf_main, NULL) == 0;
-    pthread_attr_destroy(&a);
-  }
+  if (!g_pf_running && !g_pf_hold)
+    g_pf_running = tpuc_thread_start_detached(pf_main);
   if (g_pf_running && !g_pf_hold && !k->pf_dead && g_pf_n < PF_QUEUE) {
     g_pf_q[(g_pf_head + g_pf_n) % PF_QUEUE] = (pf_item){k, fp};
     g_pf_n++;
