@@ -285,6 +285,27 @@ static uint64_t get_u64(const char* p) {
   return v;
 }
 
+/* The key and payload of entry bytes `data` that pass the magic, size and
+ * payload checksum checks; false otherwise. */
+static bool entry_parse(const char* data, size_t len, const char** key,
+                        size_t* key_len, const char** payload,
+                        size_t* payload_len) {
+  if (len < HEADER_BYTES || memcmp(data, MAGIC, 8) != 0) return false;
+  uint64_t klen = get_u64(data + 8), plen = get_u64(data + 16);
+  if (klen > len || plen > len || HEADER_BYTES + klen + plen != len)
+    return false;
+  tpuc_fingerprint zero = {0, 0};
+  tpuc_fingerprint pfp =
+      tpuc_fingerprint_bytes(zero, data + HEADER_BYTES + klen, plen);
+  if (pfp.lo != get_u64(data + 24) || pfp.hi != get_u64(data + 32))
+    return false;
+  *key = data + HEADER_BYTES;
+  *key_len = klen;
+  *payload = *key + klen;
+  *payload_len = plen;
+  return true;
+}
+
 /* 1: loaded; 0: no entry; -1: corrupt entry (removed). */
 static int disk_load(tpuc_cache* k, tpuc_fingerprint fp, const char* key,
                      size_t key_len, PJRT_LoadedExecutable** out) {
@@ -293,22 +314,14 @@ static int disk_load(tpuc_cache* k, tpuc_fingerprint fp, const char* key,
   char* data = NULL;
   size_t len = 0;
   if (!read_file(path, &data, &len)) return 0;
-  int ok = len >= HEADER_BYTES && memcmp(data, MAGIC, 8) == 0;
-  uint64_t klen = ok ? get_u64(data + 8) : 0;
-  uint64_t plen = ok ? get_u64(data + 16) : 0;
-  ok = ok && klen == key_len && plen <= len &&
-       HEADER_BYTES + klen + plen == len &&
-       memcmp(data + HEADER_BYTES, key, key_len) == 0;
+  const char *ekey, *payload;
+  size_t eklen, plen;
+  bool ok = entry_parse(data, len, &ekey, &eklen, &payload, &plen) &&
+            eklen == key_len && memcmp(ekey, key, key_len) == 0;
   if (ok) {
-    const char* payload = data + HEADER_BYTES + klen;
-    tpuc_fingerprint zero = {0, 0};
-    tpuc_fingerprint pfp = tpuc_fingerprint_bytes(zero, payload, plen);
-    ok = pfp.lo == get_u64(data + 24) && pfp.hi == get_u64(data + 32);
-    if (ok) {
-      tpuc_status* st = tpuc_pjrt_deserialize(k->client, payload, plen, out);
-      ok = st == NULL;
-      tpuc_status_free(st);
-    }
+    tpuc_status* st = tpuc_pjrt_deserialize(k->client, payload, plen, out);
+    ok = st == NULL;
+    tpuc_status_free(st);
   }
   free(data);
   if (!ok) {
@@ -505,43 +518,31 @@ static bool pf_load(tpuc_cache* k, tpuc_fingerprint fp) {
   char path[4200];
   entry_path(k, fp, ".tpx", path, sizeof path);
   char* data = NULL;
-  size_t len = 0;
+  size_t len = 0, klen = 0, plen;
+  const char *key = NULL, *payload;
   tpuc_executable* exe = NULL;
-  if (read_file(path, &data, &len)) {
-    int ok = len >= HEADER_BYTES && memcmp(data, MAGIC, 8) == 0;
-    uint64_t klen = ok ? get_u64(data + 8) : 0;
-    uint64_t plen = ok ? get_u64(data + 16) : 0;
-    ok = ok && klen <= len && plen <= len && HEADER_BYTES + klen + plen == len;
-    const char* key = data + HEADER_BYTES;
-    const char* payload = key + klen;
+  bool ok = read_file(path, &data, &len) &&
+            entry_parse(data, len, &key, &klen, &payload, &plen);
+  if (ok) { /* the entry is the program its name says */
     tpuc_fingerprint zero = {0, 0};
-    if (ok) { /* the entry is the program its name says */
-      tpuc_fingerprint kfp = tpuc_fingerprint_bytes(zero, key, klen);
-      ok = kfp.lo == fp.lo && kfp.hi == fp.hi;
-    }
-    if (ok) {
-      tpuc_fingerprint pfp = tpuc_fingerprint_bytes(zero, payload, plen);
-      ok = pfp.lo == get_u64(data + 24) && pfp.hi == get_u64(data + 32);
-    }
-    /* The key is the program text, a NUL, the encoded options. */
-    const char* sep = ok ? memchr(key, '\0', klen) : NULL;
+    tpuc_fingerprint kfp = tpuc_fingerprint_bytes(zero, key, klen);
+    ok = kfp.lo == fp.lo && kfp.hi == fp.hi;
+  }
+  /* The key is the program text, a NUL, the encoded options. */
+  const char* sep = ok ? memchr(key, '\0', klen) : NULL;
+  if (sep != NULL) {
     PJRT_LoadedExecutable* pj = NULL;
-    if (sep != NULL) {
-      tpuc_status* st = tpuc_pjrt_deserialize(k->client, payload, plen, &pj);
-      if (st == NULL)
-        st = make_executable(k->client, pj, key, (size_t)(sep - key), fp,
-                             &exe);
-      tpuc_status_free(st);
-    }
-    pthread_mutex_lock(&k->mu);
-    if (exe != NULL) {
-      mem_insert(k, fp, key, klen, exe, true);
-      k->stats.prefetched++;
-      k->stats.prefetch_seconds += tpuc_now_seconds() - t0;
-    }
-    pthread_mutex_unlock(&k->mu);
+    tpuc_status* st = tpuc_pjrt_deserialize(k->client, payload, plen, &pj);
+    if (st == NULL)
+      st = make_executable(k->client, pj, key, (size_t)(sep - key), fp, &exe);
+    tpuc_status_free(st);
   }
   pthread_mutex_lock(&k->mu);
+  if (exe != NULL) {
+    mem_insert(k, fp, key, klen, exe, true);
+    k->stats.prefetched++;
+    k->stats.prefetch_seconds += tpuc_now_seconds() - t0;
+  }
   busy_remove(k, fp);
   pthread_mutex_unlock(&k->mu);
   free(data);
