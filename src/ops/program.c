@@ -1343,20 +1343,11 @@ static tpuc_status* run_phase(tpuc_client* client, int device, int index,
   return NULL;
 }
 
-/* zero_ of a whole storage that was never written: a contiguous view at
- * offset 0 over all its bytes. */
+/* zero_ of a whole storage that was never written. */
 static bool zero_of_unwritten(const op_entry* e, const tpuc_op_options* o) {
   const tpuc_view* t = o->write_to[0];
-  if (t == NULL || t->storage == NULL || strcmp(e->name, "aten::zero_") != 0)
-    return false;
-  int64_t expect = 1;
-  for (int d = t->rank - 1; d >= 0; d--) {
-    if (t->sizes[d] != 1 && t->strides[d] != expect) return false;
-    expect *= t->sizes[d];
-  }
-  return t->offset == 0 &&
-         (size_t)expect * tpuc_dtype_size(t->dtype) ==
-             tpuc_storage_nbytes(t->storage) &&
+  return t != NULL && t->storage != NULL &&
+         strcmp(e->name, "aten::zero_") == 0 && whole_storage(t) &&
          tpuc_storage_is_unwritten(t->storage);
 }
 
