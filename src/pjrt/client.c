@@ -172,6 +172,7 @@ tpuc_status* tpuc_client_create(tpuc_plugin* plugin,
     tpuc_client_destroy(c);
     return st;
   }
+  tpuc_cache_prefetch_start(c->cache);
   *out = c;
   return NULL;
 }

@@ -154,6 +154,9 @@ tpuc_status* tpuc_cache_create(tpuc_client* client,
                                const tpuc_client_options* options,
                                tpuc_cache** out);
 void tpuc_cache_destroy(tpuc_cache* cache);
+/* A new client: loads, in the background, the programs the last client on
+ * the same cache folder started with (nothing without prefetch). */
+void tpuc_cache_prefetch_start(tpuc_cache* cache);
 
 /* Raw compile without the cache (pjrt/executable.c). */
 tpuc_status* tpuc_pjrt_compile(tpuc_client* client, const char* mlir,

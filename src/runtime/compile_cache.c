@@ -21,9 +21,15 @@
  * compiled next after this one (a 24-byte record: "TPUCNXT1", the
  * fingerprint). A process that loads or compiles a program hands its chain
  * of successors to a background thread, which deserializes them into the
- * memory tier ahead of their use: a warm process's first step then loads
- * one program on its own thread and finds the rest loaded (or waits for the
- * one being loaded). A prefetched entry's first use counts as a disk hit.
+ * memory tier ahead of their use. The first program a client loads or
+ * compiles is recorded as the successor of the all-zero fingerprint
+ * (<32 zeros>.next), and a new client starts loading that chain as soon as
+ * it is created, while the process is still building its model: a warm
+ * process's first step then finds its programs loaded (or waits for the one
+ * being loaded). A prefetched entry's first use counts as a disk hit.
+ * The records are hints, last writer wins: workloads sharing a folder can
+ * point a chain at programs the other does not use, which costs a load on
+ * the background thread, never a wrong result.
  * TPUC_CACHE_PREFETCH=0 turns it off. */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -64,9 +70,9 @@ struct tpuc_cache {
   tpuc_fingerprint* busy;
   size_t nbusy, busy_cap;
   pthread_cond_t settled;
-  /* The program loaded or compiled last (its successor is recorded). */
+  /* The program loaded or compiled last (its successor is recorded); the
+   * all-zero fingerprint (PF_START) before the first one. */
   tpuc_fingerprint last;
-  bool have_last;
   bool prefetch;  /* disk tier present and TPUC_CACHE_PREFETCH != 0 */
   bool pf_dead;   /* being destroyed (under g_pf_mu) */
 };
@@ -467,6 +473,9 @@ static void busy_remove(tpuc_cache* k, tpuc_fingerprint fp) {
 /* Programs one chain loads ahead at most. */
 #define PF_DEPTH 64
 #define PF_QUEUE 64
+/* The chain a client starts with: its first program is this one's
+ * successor (no program has an all-zero fingerprint). */
+static const tpuc_fingerprint PF_START = {0, 0};
 
 /* 1 and *out: `fp`'s recorded successor; 0: none (or unreadable). */
 static int read_next(tpuc_cache* k, tpuc_fingerprint fp,
@@ -665,11 +674,14 @@ static void pf_forget(tpuc_cache* k) {
  * it, whose successor the caller records once k->mu is released. */
 static bool note_sequence(tpuc_cache* k, tpuc_fingerprint fp,
                           tpuc_fingerprint* prev) {
-  bool had = k->have_last && (k->last.lo != fp.lo || k->last.hi != fp.hi);
+  bool changed = k->last.lo != fp.lo || k->last.hi != fp.hi;
   *prev = k->last;
   k->last = fp;
-  k->have_last = true;
-  return had && k->prefetch;
+  return changed && k->prefetch;
+}
+
+void tpuc_cache_prefetch_start(tpuc_cache* k) {
+  if (k != NULL) pf_enqueue(k, PF_START);
 }
 
 tpuc_status* tpuc_compile(tpuc_client* c, const char* mlir, size_t len,

@@ -278,37 +278,69 @@ static void test_unwritable_folder_falls_back(void) {
   TPUC_CHECK(ok);
 }
 
-/* A process that loads a program finds the programs that followed it last
- * time loaded ahead by the prefetch thread; each counts as a disk hit. */
+/* Waits (up to 60 s) until client `c` has loaded `n` programs ahead. */
+static void wait_prefetched(tpuc_client* c, uint64_t n, tpuc_cache_stats* s) {
+  for (int i = 0; i < 6000; i++) {
+    TPUC_CHECK_OK(tpuc_cache_get_stats(c, s));
+    if (s->prefetched >= n) break;
+    usleep(10000);
+  }
+}
+
+/* A new client loads, before it is asked for anything, the programs the
+ * last client on its folder started with; a client that loads a program
+ * finds the programs that followed it last time loaded ahead. Each counts
+ * as a disk hit. */
 static void test_prefetch_loads_successors(void) {
-  enum { FIRST = 21, N = 8 };
+  enum { FIRST = 21, N = 8, OTHER = 40 };
   tpuc_client* c = new_client(g_dir);
   TPUC_CHECK(c != NULL);
   TPUC_CHECK_OK(tpuc_cache_clear(c, true));
+  tpuc_client_destroy(c);
+  c = new_client(g_dir);
+  TPUC_CHECK(c != NULL);
   tpuc_cache_source src;
   for (int k = FIRST; k < FIRST + N; k++)
     TPUC_CHECK(run_program(c, k, &src) && src == TPUC_CACHE_COMPILED);
-  /* Each program but the last has a successor. */
-  TPUC_CHECK(count_entries(tpuc_cache_dir(c), ".next") == N - 1);
+  /* Each program but the last has a successor, and the first is the
+   * successor of the client's start. */
+  TPUC_CHECK(count_entries(tpuc_cache_dir(c), ".next") == N);
   tpuc_client_destroy(c);
 
+  /* The whole chain is loaded without a request. */
   c = new_client(g_dir);
   TPUC_CHECK(c != NULL);
-  TPUC_CHECK(run_program(c, FIRST, &src) && src == TPUC_CACHE_DISK);
   tpuc_cache_stats s = {0};
-  for (int i = 0; i < 6000; i++) { /* up to 60 s */
-    TPUC_CHECK_OK(tpuc_cache_get_stats(c, &s));
-    if (s.prefetched == N - 1) break;
-    usleep(10000);
-  }
-  TPUC_CHECK(s.prefetched == N - 1 && s.prefetch_seconds > 0);
-  for (int k = FIRST + 1; k < FIRST + N; k++)
+  wait_prefetched(c, N, &s);
+  TPUC_CHECK(s.prefetched == N && s.prefetch_seconds > 0);
+  TPUC_CHECK(s.disk_hits == 0 && s.misses == 0 && s.prefetch_hits == 0);
+  for (int k = FIRST; k < FIRST + N; k++)
     TPUC_CHECK(run_program(c, k, &src) && src == TPUC_CACHE_DISK);
   TPUC_CHECK_OK(tpuc_cache_get_stats(c, &s));
-  TPUC_CHECK(s.disk_hits == N && s.prefetch_hits == N - 1);
+  TPUC_CHECK(s.disk_hits == N && s.prefetch_hits == N);
   TPUC_CHECK(s.misses == 0 && s.memory_hits == 0);
   /* Used again: plain memory hits. */
   TPUC_CHECK(run_program(c, FIRST + 1, &src) && src == TPUC_CACHE_MEMORY);
+  tpuc_client_destroy(c);
+
+  /* A client that starts with another program records that one as its
+   * start; the chain of FIRST still loads when FIRST is loaded. */
+  c = new_client(g_dir);
+  TPUC_CHECK(c != NULL);
+  TPUC_CHECK(run_program(c, OTHER, &src) && src == TPUC_CACHE_COMPILED);
+  tpuc_client_destroy(c);
+  c = new_client(g_dir);
+  TPUC_CHECK(c != NULL);
+  wait_prefetched(c, 1, &s);
+  TPUC_CHECK(s.prefetched == 1);
+  TPUC_CHECK(run_program(c, OTHER, &src) && src == TPUC_CACHE_DISK);
+  TPUC_CHECK(run_program(c, FIRST, &src) && src == TPUC_CACHE_DISK);
+  wait_prefetched(c, N, &s);
+  TPUC_CHECK(s.prefetched == N && s.prefetch_hits == 1 && s.disk_hits == 2);
+  for (int k = FIRST + 1; k < FIRST + N; k++)
+    TPUC_CHECK(run_program(c, k, &src) && src == TPUC_CACHE_DISK);
+  TPUC_CHECK_OK(tpuc_cache_get_stats(c, &s));
+  TPUC_CHECK(s.disk_hits == N + 1 && s.prefetch_hits == N && s.misses == 0);
   tpuc_client_destroy(c);
 
   /* A client destroyed while its successors load: no hang, no crash, and
