@@ -17,8 +17,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "common/clock.h"
 #include "common/fingerprint.h"
 #include "common/thread.h"
 #include "hlo/hlo_internal.h"
@@ -634,7 +634,6 @@ static void jobs_retire(void) {
   }
 }
 
-static double now_seconds(void);
 static void keep_error(tpuc_status* st);
 
 /* The program of a segment: `*exe` when it came from the program table
@@ -652,9 +651,9 @@ static tpuc_status* segment_program(tpuc_client* client, tpuc_fingerprint key,
     return NULL;
   }
   tpuc_cache_source src = TPUC_CACHE_COMPILED;
-  double t0 = now_seconds();
+  double t0 = tpuc_now_seconds();
   tpuc_status* st = tpuc_compile(client, text, len, NULL, exe, &src);
-  ev->seconds = now_seconds() - t0;
+  ev->seconds = tpuc_now_seconds() - t0;
   if (st == NULL) {
     account_program(ev, src, again);
     prog_remember(client, key, *exe);
@@ -773,12 +772,6 @@ static void jobs_atfork_child(void) {
   g_worker_running = false;
   g_queue = g_queue_tail = NULL;
   g_completed = g_submitted;
-}
-
-static double now_seconds(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 static void fail_outputs(fz_seg* s, size_t n, const tpuc_status* st) {

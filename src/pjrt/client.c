@@ -4,15 +4,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "pjrt/internal.h"
-
-double tpuc_now_seconds(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static tpuc_status* oom(void) {
   return tpuc_status_make(TPUC_RESOURCE_EXHAUSTED, "out of host memory");

@@ -170,7 +170,4 @@ tpuc_status* tpuc_pjrt_deserialize(tpuc_client* client, const char* bytes,
 void tpuc_pjrt_executable_destroy(tpuc_client* client,
                                   PJRT_LoadedExecutable* exe);
 
-/* Monotonic clock in seconds. */
-double tpuc_now_seconds(void);
-
 #endif /* TPUC_SRC_PJRT_INTERNAL_H_ */
