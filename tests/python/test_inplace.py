@@ -151,6 +151,7 @@ def test_zeros_of_a_fresh_tensor_record_no_op():
         assert torch.tpu.fused_stats()["ops_recorded"] == 2
         assert o.cpu().sum() == 0 and m.cpu().sum() == 0 and z.cpu().sum() == 0
 
+
 def test_fill_errors_match_cpu():
     for dev in ("cpu", "tpu"):
         with pytest.raises(RuntimeError, match="0-dimension"):
