@@ -335,8 +335,8 @@ static tpuc_executable* prog_lookup(tpuc_client* client,
   tpuc_executable* exe = NULL;
   slock();
   for (size_t i = 0; i < g_nprogs && exe == NULL; i++)
-    if (g_progs[i].client == client && g_progs[i].key.lo == key.lo &&
-        g_progs[i].key.hi == key.hi) {
+    if (g_progs[i].client == client &&
+        tpuc_fingerprint_eq(g_progs[i].key, key)) {
       tpuc_executable_retain(g_progs[i].exe);
       exe = g_progs[i].exe;
     }
@@ -376,8 +376,7 @@ static tpuc_status* compose(const fz_seg* s, size_t n, const bool* live,
     const fz_text* t = s->nodes[i].prog;
     bool seen = false;
     for (size_t j = 0; j < i && !seen; j++)
-      seen = s->nodes[j].prog->fp.lo == t->fp.lo &&
-             s->nodes[j].prog->fp.hi == t->fp.hi;
+      seen = tpuc_fingerprint_eq(s->nodes[j].prog->fp, t->fp);
     if (seen) continue;
     const char* at = strstr(t->text, kHead);
     size_t end = t->len;
@@ -490,14 +489,12 @@ static bool note_recompile(const fz_seg* s, size_t n, tpuc_fingerprint key,
                                    strlen(s->nodes[i].name));
   fz_shape* hit = NULL;
   for (size_t i = 0; i < g_nshapes && i < FZ_SHAPES; i++)
-    if (g_shapes[i].names.lo == names.lo && g_shapes[i].names.hi == names.hi &&
-        g_shapes[i].n == n)
+    if (tpuc_fingerprint_eq(g_shapes[i].names, names) && g_shapes[i].n == n)
       hit = &g_shapes[i];
-  if (hit != NULL && (hit->key.lo != key.lo || hit->key.hi != key.hi)) {
+  if (hit != NULL && !tpuc_fingerprint_eq(hit->key, key)) {
     again = true;
     size_t i = 0;
-    while (i < n && hit->node_fps[i].lo == s->nodes[i].prog->fp.lo &&
-           hit->node_fps[i].hi == s->nodes[i].prog->fp.hi)
+    while (i < n && tpuc_fingerprint_eq(hit->node_fps[i], s->nodes[i].prog->fp))
       i++;
     if (i < n)
       snprintf(ev->changed, sizeof ev->changed,

@@ -656,7 +656,7 @@ static prog_entry* prog_find(tpuc_client* client, const keybuf* k,
     size_t mask = g_progs_cap - 1;
     for (size_t i = (size_t)fp.lo & mask; g_progs[i].key; i = (i + 1) & mask) {
       prog_entry* e = &g_progs[i];
-      if (e->fp.lo == fp.lo && e->fp.hi == fp.hi && e->client == client &&
+      if (tpuc_fingerprint_eq(e->fp, fp) && e->client == client &&
           e->key_len == k->len && memcmp(e->key, k->buf, k->len) == 0) {
         *copy = *e;
         tpuc_executable_retain(e->exe);
@@ -690,7 +690,7 @@ static void prog_set_exe(tpuc_client* client, const keybuf* k,
     size_t mask = g_progs_cap - 1;
     for (size_t i = (size_t)fp.lo & mask; g_progs[i].key; i = (i + 1) & mask) {
       prog_entry* e = &g_progs[i];
-      if (e->fp.lo == fp.lo && e->fp.hi == fp.hi && e->client == client &&
+      if (tpuc_fingerprint_eq(e->fp, fp) && e->client == client &&
           e->key_len == k->len && memcmp(e->key, k->buf, k->len) == 0) {
         if (e->exe == NULL) {
           tpuc_executable_retain(exe);

@@ -186,7 +186,7 @@ static cache_entry* mem_find(tpuc_cache* k, tpuc_fingerprint fp,
   for (size_t i = (size_t)fp.lo & mask;; i = (i + 1) & mask) {
     cache_entry* e = &k->slots[i];
     if (e->exe == NULL) return NULL;
-    if (e->fp.lo == fp.lo && e->fp.hi == fp.hi && e->key_len == key_len &&
+    if (tpuc_fingerprint_eq(e->fp, fp) && e->key_len == key_len &&
         memcmp(e->key, key, key_len) == 0)
       return e;
   }
@@ -197,7 +197,7 @@ static bool mem_has_fp(tpuc_cache* k, tpuc_fingerprint fp) {
   if (k->cap == 0) return false;
   size_t mask = k->cap - 1;
   for (size_t i = (size_t)fp.lo & mask; k->slots[i].exe; i = (i + 1) & mask)
-    if (k->slots[i].fp.lo == fp.lo && k->slots[i].fp.hi == fp.hi) return true;
+    if (tpuc_fingerprint_eq(k->slots[i].fp, fp)) return true;
   return false;
 }
 
@@ -439,7 +439,7 @@ static tpuc_status* make_executable(tpuc_client* c, PJRT_LoadedExecutable* pj,
 
 static bool busy_has(const tpuc_cache* k, tpuc_fingerprint fp) {
   for (size_t i = 0; i < k->nbusy; i++)
-    if (k->busy[i].lo == fp.lo && k->busy[i].hi == fp.hi) return true;
+    if (tpuc_fingerprint_eq(k->busy[i], fp)) return true;
   return false;
 }
 
@@ -460,7 +460,7 @@ static bool busy_add(tpuc_cache* k, tpuc_fingerprint fp) {
 /* Under k->mu: the program settled (compiled, loaded or failed). */
 static void busy_remove(tpuc_cache* k, tpuc_fingerprint fp) {
   for (size_t i = 0; i < k->nbusy; i++)
-    if (k->busy[i].lo == fp.lo && k->busy[i].hi == fp.hi) {
+    if (tpuc_fingerprint_eq(k->busy[i], fp)) {
       k->busy[i] = k->busy[--k->nbusy];
       break;
     }
@@ -498,8 +498,7 @@ static int read_next(tpuc_cache* k, tpuc_fingerprint fp,
 static void write_next(tpuc_cache* k, tpuc_fingerprint fp,
                        tpuc_fingerprint next) {
   tpuc_fingerprint old;
-  if (read_next(k, fp, &old) && old.lo == next.lo && old.hi == next.hi)
-    return;
+  if (read_next(k, fp, &old) && tpuc_fingerprint_eq(old, next)) return;
   char path[4200], tmp[4300], buf[NEXT_BYTES];
   entry_path(k, fp, ".next", path, sizeof path);
   static atomic_uint counter;
@@ -536,7 +535,7 @@ static bool pf_load(tpuc_cache* k, tpuc_fingerprint fp) {
   if (ok) { /* the entry is the program its name says */
     tpuc_fingerprint zero = {0, 0};
     tpuc_fingerprint kfp = tpuc_fingerprint_bytes(zero, key, klen);
-    ok = kfp.lo == fp.lo && kfp.hi == fp.hi;
+    ok = tpuc_fingerprint_eq(kfp, fp);
   }
   /* The key is the program text, a NUL, the encoded options. */
   const char* sep = ok ? memchr(key, '\0', klen) : NULL;
@@ -675,7 +674,7 @@ static void pf_forget(tpuc_cache* k) {
  * it, whose successor the caller records once k->mu is released. */
 static bool note_sequence(tpuc_cache* k, tpuc_fingerprint fp,
                           tpuc_fingerprint* prev) {
-  bool changed = k->last.lo != fp.lo || k->last.hi != fp.hi;
+  bool changed = !tpuc_fingerprint_eq(k->last, fp);
   *prev = k->last;
   k->last = fp;
   return changed && k->prefetch;
