@@ -49,6 +49,17 @@ bool tpuc_storage_is_unwritten(tpuc_storage* storage);
  * taken). */
 tpuc_status* tpuc_storage_set_value(tpuc_storage* storage, tpuc_buffer* value);
 
+/* Gives a never-written storage `value` (as tpuc_storage_set_value), unless
+ * something was written to it meanwhile; then the call changes nothing. */
+tpuc_status* tpuc_storage_set_zeros(tpuc_storage* storage, tpuc_buffer* value);
+/* The program that computes a never-written storage's zeros: StableHLO
+ * text of a @main without arguments that returns `count` elements of
+ * `dtype` (see tpuc_storage_value_dtype), written to `text`. Returns its
+ * length, 0 for an empty storage or when it does not fit `cap`. */
+size_t tpuc_storage_zeros_program(const tpuc_storage* storage, char* text,
+                                  size_t cap, tpuc_dtype* dtype,
+                                  int64_t* count);
+
 /* Byte-range reads and writes; a write of the whole storage uploads
  * directly, a partial one reads, patches and uploads the whole value. */
 tpuc_status* tpuc_storage_read(tpuc_storage* storage, size_t offset,

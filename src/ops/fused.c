@@ -1240,6 +1240,37 @@ tpuc_status* fz_record(tpuc_client* client, int device, fz_text* prog,
   return NULL;
 }
 
+tpuc_status* fz_record_zeros(tpuc_client* client, int device,
+                             tpuc_storage* storage) {
+  char buf[1024];
+  tpuc_dtype dtype = TPUC_DTYPE_U8;
+  int64_t count = 0;
+  size_t len =
+      tpuc_storage_zeros_program(storage, buf, sizeof buf, &dtype, &count);
+  if (len == 0) return NULL;
+  char* text = malloc(len + 1);
+  if (text == NULL)
+    return tpuc_status_make(TPUC_RESOURCE_EXHAUSTED, "out of host memory");
+  memcpy(text, buf, len + 1);
+  tpuc_fingerprint zero = {0, 0};
+  fz_text* prog =
+      fz_text_make(text, len, tpuc_fingerprint_bytes(zero, buf, len));
+  if (prog == NULL)
+    return tpuc_status_make(TPUC_RESOURCE_EXHAUSTED, "out of host memory");
+  tpuc_hlo_type type = tpuc_hlo_type_make(dtype, &count, 1);
+  tpuc_buffer* out = NULL;
+  tpuc_status* st = fz_record(client, device, prog, "zeros", NULL, 0, &type, 1,
+                              false, TPUC_OK, NULL, &out);
+  fz_text_release(prog);
+  if (st != NULL && tpuc_status_code(st) == TPUC_UNIMPLEMENTED) {
+    tpuc_status_free(st); /* the storage fills itself when read */
+    return NULL;
+  }
+  if (st == NULL) st = tpuc_storage_set_zeros(storage, out);
+  tpuc_buffer_release(out);
+  return st;
+}
+
 static void on_client_destroy(tpuc_client* client, void* user) {
   (void)user;
   lock();

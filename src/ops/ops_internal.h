@@ -130,6 +130,13 @@ tpuc_status* fz_record(tpuc_client* client, int device, fz_text* prog,
                        const tpuc_hlo_type* out_types, size_t nout,
                        bool has_check, tpuc_code check_code,
                        const char* check_msg, tpuc_buffer** outs);
+/* A never-written storage that a recorded op reads: its zeros become a
+ * node of the segment, so the composed program computes them where they
+ * are used, instead of a fill that runs now and a buffer the program reads
+ * back (an optimizer's first update of its zeros_like state). Nothing
+ * changes when the segment cannot take the node. */
+tpuc_status* fz_record_zeros(tpuc_client* client, int device,
+                             tpuc_storage* storage);
 
 /* ---- helpers for lowerings ---- */
 

@@ -830,6 +830,9 @@ static tpuc_status* collect_view(const tpuc_view* v, size_t i, int device,
     return tpuc_status_make(TPUC_INVALID_ARGUMENT,
                             "argument %zu is on device %d, the op runs on %d",
                             i, tpuc_storage_device(v->storage), device);
+  if (tpuc_storage_is_unwritten(v->storage) &&
+      tpuc_eager_mode_current() == TPUC_EAGER_FUSED)
+    TRY(fz_record_zeros(tpuc_storage_client(v->storage), device, v->storage));
   TRY(tpuc_storage_value(v->storage, &r->in[r->nin]));
   r->nin++;
   return NULL;

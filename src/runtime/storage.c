@@ -96,13 +96,15 @@ static tpuc_dtype zeros_dtype(const tpuc_storage* s) {
   return s->nbytes > 0 && s->nbytes % 4 == 0 ? TPUC_DTYPE_F32 : TPUC_DTYPE_U8;
 }
 
-static tpuc_status* device_zeros(tpuc_storage* s, tpuc_buffer** out) {
+size_t tpuc_storage_zeros_program(const tpuc_storage* s, char* text,
+                                  size_t cap, tpuc_dtype* dtype,
+                                  int64_t* count) {
+  if (s == NULL || s->nbytes == 0) return 0;
   bool f32 = zeros_dtype(s) == TPUC_DTYPE_F32;
   const char* ty = f32 ? "f32" : "ui8";
   size_t n = f32 ? s->nbytes / 4 : s->nbytes;
-  char text[1024];
   int len = snprintf(
-      text, sizeof text,
+      text, cap,
       "module @tpuc_zeros {\n"
       "  func.func public @main() -> (tensor<%zux%s>) {\n"
       "    %%0 = \"stablehlo.constant\"() {value = dense<0%s> : tensor<%s>} : "
@@ -112,9 +114,20 @@ static tpuc_status* device_zeros(tpuc_storage* s, tpuc_buffer** out) {
       "    \"func.return\"(%%1) : (tensor<%zux%s>) -> ()\n"
       "  }\n}\n",
       n, ty, f32 ? ".0" : "", ty, ty, ty, n, ty, n, ty);
+  if (len < 0 || (size_t)len >= cap) return 0;
+  if (dtype != NULL) *dtype = zeros_dtype(s);
+  if (count != NULL) *count = (int64_t)n;
+  return (size_t)len;
+}
+
+static tpuc_status* device_zeros(tpuc_storage* s, tpuc_buffer** out) {
+  char text[1024];
+  size_t len = tpuc_storage_zeros_program(s, text, sizeof text, NULL, NULL);
+  if (len == 0)
+    return tpuc_status_make(TPUC_INTERNAL, "no zeros program for %zu bytes",
+                            s->nbytes);
   tpuc_executable* exe = NULL;
-  TPUC_RETURN_IF_ERROR(
-      tpuc_compile(s->client, text, (size_t)len, NULL, &exe, NULL));
+  TPUC_RETURN_IF_ERROR(tpuc_compile(s->client, text, len, NULL, &exe, NULL));
   tpuc_status* st = tpuc_execute(exe, s->device, NULL, 0, NULL, out, 1);
   tpuc_executable_release(exe);
   return st;
@@ -164,7 +177,8 @@ bool tpuc_storage_is_unwritten(tpuc_storage* s) {
   return none;
 }
 
-tpuc_status* tpuc_storage_set_value(tpuc_storage* s, tpuc_buffer* value) {
+static tpuc_status* set_value(tpuc_storage* s, tpuc_buffer* value,
+                              bool only_unwritten) {
   if (s == NULL || value == NULL)
     return tpuc_status_make(TPUC_INVALID_ARGUMENT, "storage or value is NULL");
   tpuc_dtype d = tpuc_buffer_dtype(value);
@@ -176,13 +190,25 @@ tpuc_status* tpuc_storage_set_value(tpuc_storage* s, tpuc_buffer* value) {
                             "bytes (u8[%zu], or of another integer or float "
                             "type) on device %d",
                             s->nbytes, s->nbytes, s->device);
-  tpuc_buffer_retain(value);
   pthread_mutex_lock(&s->mu);
   tpuc_buffer* old = s->value;
-  s->value = value;
+  if (!only_unwritten || old == NULL) {
+    tpuc_buffer_retain(value);
+    s->value = value;
+  } else {
+    old = NULL;
+  }
   pthread_mutex_unlock(&s->mu);
   tpuc_buffer_release(old);
   return NULL;
+}
+
+tpuc_status* tpuc_storage_set_value(tpuc_storage* s, tpuc_buffer* value) {
+  return set_value(s, value, false);
+}
+
+tpuc_status* tpuc_storage_set_zeros(tpuc_storage* s, tpuc_buffer* value) {
+  return set_value(s, value, true);
 }
 
 static tpuc_status* check_range(const tpuc_storage* s, size_t offset,

@@ -157,8 +157,52 @@ static void test_value_swap_shared(void) {
   tpuc_storage_release(s);
 }
 
+static void test_zeros_program_and_set_zeros(void) {
+  /* The zeros program of a never-written storage runs to its zeros (f32
+   * elements for a multiple of 4 bytes, else bytes). */
+  tpuc_storage* s = make_storage(12);
+  tpuc_storage* odd = make_storage(3);
+  tpuc_storage* empty = make_storage(0);
+  char text[1024];
+  tpuc_dtype dt = TPUC_DTYPE_PRED;
+  int64_t n = 0;
+  size_t len = tpuc_storage_zeros_program(s, text, sizeof text, &dt, &n);
+  TPUC_CHECK(len > 0 && dt == TPUC_DTYPE_F32 && n == 3);
+  TPUC_CHECK(tpuc_storage_zeros_program(odd, text, sizeof text, &dt, &n) > 0);
+  TPUC_CHECK(dt == TPUC_DTYPE_U8 && n == 3);
+  TPUC_CHECK(tpuc_storage_zeros_program(empty, text, sizeof text, &dt, &n) ==
+             0);
+  TPUC_CHECK(tpuc_storage_zeros_program(s, text, 16, &dt, &n) == 0);
+  len = tpuc_storage_zeros_program(s, text, sizeof text, NULL, NULL);
+  tpuc_executable* exe = NULL;
+  TPUC_CHECK_OK(tpuc_compile(tpuc_test_client(), text, len, NULL, &exe, NULL));
+  tpuc_buffer* zeros = NULL;
+  TPUC_CHECK_OK(tpuc_execute(exe, 0, NULL, 0, NULL, &zeros, 1));
+  tpuc_executable_release(exe);
+  /* set_zeros takes the value of an unwritten storage ... */
+  TPUC_CHECK(tpuc_storage_is_unwritten(s));
+  TPUC_CHECK_OK(tpuc_storage_set_zeros(s, zeros));
+  TPUC_CHECK(!tpuc_storage_is_unwritten(s));
+  float r[3] = {1, 1, 1};
+  TPUC_CHECK_OK(tpuc_storage_read(s, 0, sizeof r, r));
+  TPUC_CHECK(r[0] == 0 && r[1] == 0 && r[2] == 0);
+  /* ... and leaves a written one as it is. */
+  float w[3] = {4, 5, 6};
+  TPUC_CHECK_OK(tpuc_storage_write(s, 0, sizeof w, w));
+  TPUC_CHECK_OK(tpuc_storage_set_zeros(s, zeros));
+  TPUC_CHECK_OK(tpuc_storage_read(s, 0, sizeof r, r));
+  TPUC_CHECK(r[0] == 4 && r[1] == 5 && r[2] == 6);
+  TPUC_CHECK_ERROR(tpuc_storage_set_zeros(odd, zeros), TPUC_INVALID_ARGUMENT,
+                   "flat array of 3 bytes");
+  tpuc_buffer_release(zeros);
+  tpuc_storage_release(s);
+  tpuc_storage_release(odd);
+  tpuc_storage_release(empty);
+}
+
 TPUC_TEST_MAIN(TPUC_TEST(test_zero_then_write), TPUC_TEST(test_strided_views),
                TPUC_TEST(test_copy_overlapping),
                TPUC_TEST(test_out_of_range_view),
                TPUC_TEST(test_resize_and_accounting),
-               TPUC_TEST(test_value_swap_shared))
+               TPUC_TEST(test_value_swap_shared),
+               TPUC_TEST(test_zeros_program_and_set_zeros))

@@ -377,7 +377,9 @@ def test_size_limit_cuts_segments():
 
 def test_whole_storage_updates_donate_their_buffers():
     torch.tpu.set_eager_mode("fused")
-    p = torch.zeros(1000, device="tpu")
+    # Ones, not zeros: never-written zeros would be computed inside the
+    # segment (see below), leaving it no input to give away.
+    p = torch.ones(1000, device="tpu")
     view = p[10:20]
     torch.tpu.synchronize()
     torch.tpu.fused_reset_stats()
@@ -385,7 +387,7 @@ def test_whole_storage_updates_donate_their_buffers():
         p.mul_(0.5).add_(1.0)
     # The storage's old value is held by nothing but the segment: its
     # memory becomes the new value's.
-    assert view.cpu().tolist() == [1.75] * 10
+    assert view.cpu().tolist() == [1.875] * 10
     assert torch.tpu.fused_stats()["donated"] >= 1, torch.tpu.fused_stats()
     # A value something still holds is never donated.
     q = torch.ones(8, device="tpu")
@@ -393,6 +395,50 @@ def test_whole_storage_updates_donate_their_buffers():
     torch.tpu.synchronize()
     q.add_(1.0)
     assert q.tolist() == [2.0] * 8 and keep.tolist() == [1.0] * 8
+
+
+def test_never_written_zeros_are_computed_in_the_segment_that_reads_them():
+    # torch.zeros leaves its storage unwritten. In fused mode the op that
+    # first reads it records the zeros as a node of its own segment, instead
+    # of a fill program that runs first (4 MiB: filled on the device before).
+    torch.tpu.set_eager_mode("fused")
+    torch.tpu.synchronize()
+    torch.tpu.fused_reset_stats()
+    y = torch.zeros(1 << 20, device="tpu").add(1.5)
+    assert torch.equal(y.cpu(), torch.full((1 << 20,), 1.5))
+    ev = _last_event()
+    assert (ev["first_op"], ev["ops"], ev["outputs"]) == ("zeros", 2, 1), ev
+    # Zeros that something still holds become a result of the segment; other
+    # dtypes and sizes (kept as f32 or bytes) read back exactly.
+    for dtype, shape in [(torch.int32, (3, 5)), (torch.bool, (7,)), (torch.float16, (3,)),
+                         (torch.int64, (2, 2)), (torch.complex64, (4,))]:
+        z = torch.zeros(shape, dtype=dtype, device="tpu")
+        w = z + 1
+        assert torch.equal(w.cpu(), torch.zeros(shape, dtype=dtype) + 1), dtype
+        assert torch.equal(z.cpu(), torch.zeros(shape, dtype=dtype)), dtype
+    # An optimizer's zeros_like state: its first step computes the state in
+    # the step's program, with the same result as strict mode.
+    def first_step(mode):
+        torch.tpu.set_eager_mode(mode)
+        torch.manual_seed(0)
+        m = torch.nn.Sequential(torch.nn.Linear(512, 512), torch.nn.Tanh(),
+                                torch.nn.Linear(512, 4)).to("tpu")
+        opt = torch.optim.Adam(m.parameters(), lr=1e-2)
+        m(torch.randn(8, 512).to("tpu")).square().sum().backward()
+        torch.tpu.synchronize()
+        torch.tpu.fused_reset_stats()
+        opt.step()
+        torch.tpu.synchronize()
+        log = torch.tpu.fused_log()
+        state = [opt.state[p][k].cpu() for p in m.parameters()
+                 for k in ("exp_avg", "exp_avg_sq")]
+        return [p.detach().cpu() for p in m.parameters()] + state, log
+
+    strict, _ = first_step("strict")
+    fused, log = first_step("fused")
+    assert [e["first_op"] for e in log] == ["zeros"], log
+    for a, b in zip(strict, fused):
+        torch.testing.assert_close(b, a, rtol=1e-6, atol=1e-7)
 
 
 # ------------------------------------------------------ background compile

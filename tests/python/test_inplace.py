@@ -145,10 +145,12 @@ def test_zeros_of_a_fresh_tensor_record_no_op():
         m = torch.zeros_like(z)
         assert torch.tpu.fused_stats()["ops_recorded"] == 0
         o = torch.ones(4096, device="tpu")   # fill_ with 1 does run
+        ran = torch.tpu.fused_stats()["ops_recorded"]
+        assert ran >= 1
         m.zero_()                             # still never written: nothing
-        assert torch.tpu.fused_stats()["ops_recorded"] == 1
+        assert torch.tpu.fused_stats()["ops_recorded"] == ran
         o.zero_()                             # written: zero_ runs
-        assert torch.tpu.fused_stats()["ops_recorded"] == 2
+        assert torch.tpu.fused_stats()["ops_recorded"] == ran + 1
         assert o.cpu().sum() == 0 and m.cpu().sum() == 0 and z.cpu().sum() == 0
 
 
