@@ -3,7 +3,8 @@ the same size with random weights, batch 1 x 128 tokens, forward (no_grad)
 and AdamW training step, in the tpu device's three eager modes ('debug',
 'strict', 'fused') and on PyTorch's CPU; plus the first training step in
 fused mode in a fresh process, with an empty compile cache (cold) and with
-the disk cache that run filled (warm).
+the disk cache that run filled (warm). The steady-state steps of the four
+configurations are timed in rounds, one step of each per round.
 
 Writes eager_modes.json and eager_modes.png (when matplotlib is installed)
 to $TPUC_BENCH_RESULTS_DIR or bench/results, and prints a table of figures
@@ -144,77 +145,70 @@ def compiles_so_far():
     return int(c.get("misses", 0)) + int(f.get("compiles", 0))
 
 
-def run_steps(step, device, warmup, steps):
-    """Times `step` (followed by a synchronize): warm-up steps first, at
-    least `warmup`, more while a step still compiles (up to MAX_WARMUP).
-    Returns (median ms, details)."""
-    warm_ms = []
-    last = None
-    for i in range(MAX_WARMUP):
-        before = compiles_so_far() if device == "tpu" else 0
+class Run:
+    """One configuration ('torch_cpu' or an eager mode) of one kind
+    ('forward' or 'train_step'): its own copy of the model on its device,
+    and one step of it at a time."""
+
+    def __init__(self, kind, cfg, base, ids):
+        self.kind, self.cfg = kind, cfg
+        self.device = "cpu" if cfg == "torch_cpu" else "tpu"
+        self.enter()
+        self.model = copy.deepcopy(base)
+        self.model = (self.model.eval() if kind == "forward"
+                      else self.model.train()).to(self.device)
+        self.opt = (torch.optim.AdamW(self.model.parameters(), lr=LR)
+                    if kind == "train_step" else None)
+        self.ids = ids.to(self.device)
+        sync(self.device)
+        self.last = None
+        self.losses = []
+        self.warm_ms, self.times, self.compiles = [], [], 0
+
+    def enter(self):
+        if self.device == "tpu":
+            set_mode(self.cfg)
+
+    def timed_step(self):
+        """One step and a synchronize: (ms, whether it compiled anything)."""
+        self.enter()
+        before = compiles_so_far() if self.device == "tpu" else 0
         t0 = time.perf_counter()
-        last = step()
-        sync(device)
-        warm_ms.append((time.perf_counter() - t0) * 1e3)
-        compiled = device == "tpu" and compiles_so_far() != before
-        if i + 1 >= warmup and not compiled:
-            break
-    times = []
-    before = compiles_so_far() if device == "tpu" else 0
-    for _ in range(steps):
-        t0 = time.perf_counter()
-        last = step()
-        sync(device)
-        times.append((time.perf_counter() - t0) * 1e3)
-    detail = {
-        "median_ms": round(statistics.median(times), 3),
-        "min_ms": round(min(times), 3),
-        "max_ms": round(max(times), 3),
-        "steps": steps,
-        "warmup_steps": len(warm_ms),
-        "warmup_ms": [round(t, 1) for t in warm_ms],
-    }
-    if device == "tpu":
-        detail["compiles_in_timed_steps"] = compiles_so_far() - before
-    return detail["median_ms"], detail, last
+        if self.kind == "forward":
+            with torch.no_grad():
+                self.last = self.model(input_ids=self.ids).logits
+        else:
+            loss = self.model(input_ids=self.ids, labels=self.ids).loss
+            loss.backward()
+            self.opt.step()
+            self.opt.zero_grad()
+            self.losses.append(loss.detach())
+            self.last = loss
+        sync(self.device)
+        ms = (time.perf_counter() - t0) * 1e3
+        return ms, self.device == "tpu" and compiles_so_far() != before
 
+    def warm_up(self, warmup):
+        """At least `warmup` steps, more while a step still compiles (up to
+        MAX_WARMUP)."""
+        for i in range(MAX_WARMUP):
+            ms, compiled = self.timed_step()
+            self.warm_ms.append(ms)
+            if i + 1 >= warmup and not compiled:
+                break
 
-def forward_run(base, ids, device, warmup, steps):
-    model = copy.deepcopy(base).eval().to(device)
-    dev_ids = ids.to(device)
-    sync(device)
-
-    def step():
-        with torch.no_grad():
-            return model(input_ids=dev_ids).logits
-
-    ms, detail, logits = run_steps(step, device, warmup, steps)
-    logits = logits.to("cpu")
-    del model, dev_ids
-    return ms, detail, logits
-
-
-def train_run(base, ids, device, warmup, steps):
-    model = copy.deepcopy(base).train().to(device)
-    opt = torch.optim.AdamW(model.parameters(), lr=LR)
-    dev_ids = ids.to(device)
-    sync(device)
-    losses = []
-
-    def step():
-        loss = model(input_ids=dev_ids, labels=dev_ids).loss
-        loss.backward()
-        opt.step()
-        opt.zero_grad()
-        losses.append(loss.detach())
-        return loss
-
-    ms, detail, _ = run_steps(step, device, warmup, steps)
-    values = [float(l.item()) for l in losses]
-    detail["loss_first"] = round(values[0], 4)
-    detail["loss_last"] = round(values[-1], 4)
-    del model, opt, dev_ids, losses
-    return ms, detail, values
+    def detail(self):
+        detail = {
+            "median_ms": round(statistics.median(self.times), 3),
+            "min_ms": round(min(self.times), 3),
+            "max_ms": round(max(self.times), 3),
+            "steps": len(self.times),
+            "warmup_steps": len(self.warm_ms),
+            "warmup_ms": [round(t, 1) for t in self.warm_ms],
+        }
+        if self.device == "tpu":
+            detail["compiles_in_timed_steps"] = self.compiles
+        return detail
 
 
 def check_losses(values):
@@ -258,23 +252,55 @@ def bench_model(name, args, report_errors):
              "train_step_ms": {}, "details": {"forward": {}, "train_step": {}}}
     errors = {}
 
-    # PyTorch CPU first: the reference logits.
-    ref_logits = None
+    # Each configuration is set up and warmed up in turn; then the timed
+    # steps run in rounds, one step of each configuration per round in an
+    # order that rotates, so that a change in the machine's speed during
+    # the run (this VM's is large) falls on all of them alike.
     saved_mode = torch.tpu.get_eager_mode()
+    order = ("torch_cpu",) + MODES  # torch_cpu's logits are the reference
+
+    def fail(kind, cfg, exc):
+        tb = traceback.format_exc()
+        msg = error_string(exc)
+        entry[f"{kind}_ms"][cfg] = msg
+        errors[f"{kind}.{cfg}"] = tb
+        print(f"  {name + ' ' + kind + ' ' + cfg:36s} FAILED: {msg}\n{tb}",
+              file=sys.stderr, flush=True)
+        if cfg != "torch_cpu":
+            recover()
+
     for kind in ("forward", "train_step"):
-        # torch_cpu first: its logits are the reference for the tpu modes.
-        for cfg in ("torch_cpu",) + MODES:
-            device = "cpu" if cfg == "torch_cpu" else "tpu"
-            label = f"{name} {kind} {cfg}"
-            t0 = time.perf_counter()
+        torch.tpu.fused_reset_stats()
+        runs = {}
+        for cfg in order:
             try:
-                if device == "tpu":
-                    set_mode(cfg)
-                    if cfg == "fused":
-                        torch.tpu.fused_reset_stats()
+                run = Run(kind, cfg, base, ids)
+                run.warm_up(args.warmup)
+                runs[cfg] = run
+            except Exception as exc:  # noqa: BLE001
+                fail(kind, cfg, exc)
+        t0 = time.perf_counter()
+        for i in range(args.steps):
+            names = list(runs)
+            if not names:
+                break
+            for cfg in names[i % len(names):] + names[:i % len(names)]:
+                run = runs[cfg]
+                try:
+                    ms, compiled = run.timed_step()
+                    run.times.append(ms)
+                    run.compiles += compiled
+                except Exception as exc:  # noqa: BLE001
+                    fail(kind, cfg, exc)
+                    del runs[cfg]
+        wall = time.perf_counter() - t0
+        ref_logits = None
+        for cfg, run in runs.items():
+            try:
+                run.enter()
+                detail = run.detail()
                 if kind == "forward":
-                    ms, detail, logits = forward_run(base, ids, device,
-                                                     args.warmup, args.steps)
+                    logits = run.last.to("cpu")
                     if cfg == "torch_cpu":
                         ref_logits = logits
                     elif ref_logits is None:
@@ -290,30 +316,25 @@ def bench_model(name, args, report_errors):
                                 f"{float(diff.max()):.4g} (tolerance {ATOL} + {RTOL}*|ref|), "
                                 f"{int((diff > tol).sum())} of {diff.numel()} out of tolerance")
                 else:
-                    ms, detail, losses = train_run(base, ids, device,
-                                                   args.warmup, args.steps)
-                    problem = check_losses(losses)
+                    values = [float(l.item()) for l in run.losses]
+                    detail["loss_first"] = round(values[0], 4)
+                    detail["loss_last"] = round(values[-1], 4)
+                    problem = check_losses(values)
                     if problem:
                         raise AssertionError(f"{cfg} training: {problem}")
-                entry[f"{kind}_ms"][cfg] = ms
+                entry[f"{kind}_ms"][cfg] = detail["median_ms"]
                 entry["details"][kind][cfg] = detail
-                print(f"  {label:36s} {ms:10.1f} ms  (warm-up {detail['warmup_steps']}, "
-                      f"{time.perf_counter() - t0:.0f} s)", flush=True)
+                print(f"  {name + ' ' + kind + ' ' + cfg:36s} {detail['median_ms']:10.1f} ms  "
+                      f"(warm-up {detail['warmup_steps']}, timed rounds {wall:.0f} s)",
+                      flush=True)
             except Exception as exc:  # noqa: BLE001
-                tb = traceback.format_exc()
-                msg = error_string(exc)
-                entry[f"{kind}_ms"][cfg] = msg
-                errors[f"{kind}.{cfg}"] = tb
-                print(f"  {label:36s} FAILED: {msg}\n{tb}", file=sys.stderr, flush=True)
-                if device == "tpu":
-                    recover()
-            finally:
-                if cfg == "fused":
-                    try:
-                        entry.setdefault("fused_stats", {})[kind] = torch.tpu.fused_stats()
-                        entry.setdefault("fused_summary", {})[kind] = torch.tpu.fused_summary()
-                    except Exception as exc:  # noqa: BLE001
-                        entry.setdefault("fused_stats", {})[kind] = error_string(exc)
+                fail(kind, cfg, exc)
+        try:
+            entry.setdefault("fused_stats", {})[kind] = torch.tpu.fused_stats()
+            entry.setdefault("fused_summary", {})[kind] = torch.tpu.fused_summary()
+        except Exception as exc:  # noqa: BLE001
+            entry.setdefault("fused_stats", {})[kind] = error_string(exc)
+        runs.clear()
     try:
         set_mode(saved_mode)
     except Exception:  # noqa: BLE001
