@@ -3,7 +3,8 @@ the same size with random weights, batch 1 x 128 tokens, forward (no_grad)
 and AdamW training step, in the tpu device's three eager modes ('debug',
 'strict', 'fused') and on PyTorch's CPU; plus the first training step in
 fused mode in a fresh process, with an empty compile cache (cold) and with
-the disk cache that run filled (warm). The steady-state steps of the four
+the disk cache that run filled (warm); these child processes run first,
+before this process builds any model. The steady-state steps of the four
 configurations are timed in rounds, one step of each per round.
 
 Writes eager_modes.json and eager_modes.png (when matplotlib is installed)
@@ -245,7 +246,7 @@ def recover():
               file=sys.stderr)
 
 
-def bench_model(name, args, report_errors):
+def bench_model(name, args, report_errors, first_steps):
     base = build_model(name)
     ids = input_ids()
     entry = {"config": describe(name, base), "forward_ms": {},
@@ -342,35 +343,74 @@ def bench_model(name, args, report_errors):
     for key in ("forward_ms", "train_step_ms"):
         entry[key] = {c: entry[key][c] for c in CONFIGS if c in entry[key]}
 
-    if args.first_step_runs:
-        cache_dir = tempfile.mkdtemp(prefix="tpuc-bench-eager-cache-")
-        try:
-            for which in ("cold", "warm_disk"):
-                key = f"first_step_{which}_ms"
-                t0 = time.perf_counter()
-                try:
-                    child = run_child(name, cache_dir)
-                    if child.get("tpuc_build") != BUILD:
-                        entry.setdefault("warnings", []).append(
-                            f"first_step_{which}: the child process ran tpuc build "
-                            f"{child.get('tpuc_build')}, this process {BUILD} (rebuilt "
-                            f"during the run?): its figure is not comparable")
-                    entry[key] = child["first_step_ms"]
-                    entry["details"][f"first_step_{which}"] = child
-                    print(f"  {name + ' first step fused ' + which:36s} "
-                          f"{child['first_step_ms']:10.1f} ms  (process "
-                          f"{time.perf_counter() - t0:.0f} s)", flush=True)
-                except Exception as exc:  # noqa: BLE001
-                    msg = error_string(exc)
-                    entry[key] = msg
-                    errors[key] = getattr(exc, "child_output", None) or traceback.format_exc()
-                    print(f"  {name + ' first step fused ' + which:36s} FAILED: {msg}\n"
-                          f"{errors[key]}", file=sys.stderr, flush=True)
-        finally:
-            shutil.rmtree(cache_dir, ignore_errors=True)
+    # The first-step children ran before this process built any model
+    # (main() runs them first); their figures join the entry here.
+    pre = first_steps.get(name, {})
+    for key, value in pre.get("values", {}).items():
+        entry[key] = value
+    entry["details"].update(pre.get("details", {}))
+    if pre.get("warnings"):
+        entry.setdefault("warnings", []).extend(pre["warnings"])
+    errors.update(pre.get("errors", {}))
     if errors:
         report_errors[name] = errors
     return entry
+
+
+def memory_now():
+    """This process's resident memory and the machine's free and available
+    memory, in MB, for the first-step details."""
+    out = {}
+    try:
+        with open("/proc/self/statm") as f:
+            out["parent_rss_mb"] = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") >> 20
+        with open("/proc/meminfo") as f:
+            for line in f:
+                key, value = line.split(":", 1)
+                if key in ("MemFree", "MemAvailable"):
+                    out[key.lower().replace("mem", "mem_") + "_mb"] = int(value.split()[0]) >> 10
+    except (OSError, ValueError, IndexError):
+        pass
+    return out
+
+
+def first_steps_of(name):
+    """The first fused training step of `name` in a fresh process: once with
+    an empty compile cache (cold), then with the disk cache that run filled
+    (warm). main() runs these before this process builds any model, so the
+    child does not share the machine with this process's heap. (Run after
+    the timed rounds, the child shared it with an 11 GB parent, freed models
+    that glibc keeps, and its first step measured 1.2-1.6x slower; see the
+    README.)"""
+    pre = {"values": {}, "details": {}, "warnings": [], "errors": {}}
+    cache_dir = tempfile.mkdtemp(prefix="tpuc-bench-eager-cache-")
+    try:
+        for which in ("cold", "warm_disk"):
+            key = f"first_step_{which}_ms"
+            t0 = time.perf_counter()
+            memory = memory_now()
+            try:
+                child = run_child(name, cache_dir)
+                if child.get("tpuc_build") != BUILD:
+                    pre["warnings"].append(
+                        f"first_step_{which}: the child process ran tpuc build "
+                        f"{child.get('tpuc_build')}, this process {BUILD} (rebuilt "
+                        f"during the run?): its figure is not comparable")
+                child["memory_at_start"] = memory
+                pre["values"][key] = child["first_step_ms"]
+                pre["details"][f"first_step_{which}"] = child
+                print(f"  {name + ' first step fused ' + which:36s} "
+                      f"{child['first_step_ms']:10.1f} ms  (process "
+                      f"{time.perf_counter() - t0:.0f} s)", flush=True)
+            except Exception as exc:  # noqa: BLE001
+                msg = error_string(exc)
+                pre["values"][key] = msg
+                pre["errors"][key] = getattr(exc, "child_output", None) or traceback.format_exc()
+                print(f"  {name + ' first step fused ' + which:36s} FAILED: {msg}\n"
+                      f"{pre['errors'][key]}", file=sys.stderr, flush=True)
+    finally:
+        shutil.rmtree(cache_dir, ignore_errors=True)
+    return pre
 
 
 class ChildError(RuntimeError):
@@ -652,10 +692,17 @@ def main():
         os.replace(tmp, path)
 
     t_start = time.perf_counter()
+    first_steps = {}
+    if args.first_step_runs:
+        # Before anything else: each child is a fresh process, and this one
+        # holds no model yet.
+        print("== first steps (fresh processes)", flush=True)
+        for name in models:
+            first_steps[name] = first_steps_of(name)
     for i, name in enumerate(models):
         print(f"== {name}", flush=True)
         t0 = time.perf_counter()
-        entry = bench_model(name, args, errors)
+        entry = bench_model(name, args, errors, first_steps)
         entry["ratios"] = ratios(entry)
         entry["wall_s"] = round(time.perf_counter() - t0, 1)
         report["models"][name] = entry
