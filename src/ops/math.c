@@ -787,6 +787,26 @@ static tpuc_status* lower_lerp(op_ctx* c, int param) {
   tpuc_dtype acc = is_cx(dt) ? dt : op_accumulation_dtype(dt);
   int all[3] = {0, 1, 2};
   V v[3];
+  if (!op_is_tensor(c, 2) && !is_cx(dt)) {
+    /* A number weight (AdamW's exp_avg.lerp_): the formula is chosen on
+     * the number, and one product is taken, self + w d or end + (w - 1) d
+     * (end - (1 - w) d, exactly). With a select between the two full-size
+     * formulas, XLA's CPU compiler kept the operands' reshapes inside the
+     * fusion and could not write an in-place lerp_ into its own storage: a
+     * temporary the size of the tensor and a copy, at every step. */
+    TRY(operands(c, all, 2, acc, v));
+    tpuc_hlo_type st = {.dtype = acc, .rank = 0};
+    TRY(op_operand(c, 2, acc, &st, &v[2]));
+    em ee = em_of(c), *e = &ee;
+    V s = v[0], en = v[1], w = v[2];
+    V small = LT(ABS(w), K(w, 0.5));
+    V base = SEL(e_splat(e, small, s), s, en);
+    V coef = SEL(small, w, SUB(w, K(w, 1)));
+    V r = ADD(base, MUL(SUB(en, s), e_splat(e, coef, s)));
+    c->outs[0] = e_cvt(e, r, dt);
+    c->nouts = 1;
+    return em_done(e);
+  }
   TRY(operands(c, all, 3, acc, v));
   em ee = em_of(c), *e = &ee;
   V s = v[0], en = v[1], w = v[2];

@@ -397,6 +397,38 @@ def test_whole_storage_updates_donate_their_buffers():
     assert q.tolist() == [2.0] * 8 and keep.tolist() == [1.0] * 8
 
 
+def _minor_faults():
+    import resource
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
+def test_inplace_lerp_of_a_matrix_writes_its_storage_in_place():
+    # AdamW's exp_avg.lerp_(grad, 1 - beta1) on every weight matrix. With
+    # the formula's select over reshaped operands, XLA computed the result
+    # into a temporary the size of the matrix and copied it into the
+    # donated storage: a fresh 64 MiB each step (glibc maps allocations
+    # that large anew each time: 16384 page faults), and a copy. (Strict
+    # mode writes each op's result to a new buffer: it does not donate.)
+    torch.tpu.set_eager_mode("fused")
+    m = torch.ones(4096, 4096, device="tpu")
+    g = torch.full((4096, 4096), 3.0, device="tpu")
+    for w in (0.1, 0.75):  # both of lerp's formulas, compiled once each
+        m.lerp_(g, w)
+        torch.tpu.synchronize()
+    faults = []
+    for w in (0.1, 0.75, 0.1, 0.75):
+        before = _minor_faults()
+        m.lerp_(g, w)
+        torch.tpu.synchronize()
+        faults.append(_minor_faults() - before)
+    assert max(faults) < 4096, faults
+    # The values: the CPU's, bitwise.
+    ref = torch.ones(4, 4)
+    for w in (0.1, 0.75, 0.1, 0.75, 0.1, 0.75):
+        ref.lerp_(torch.full((4, 4), 3.0), w)
+    assert torch.equal(m[:4, :4].cpu(), ref), (m[:4, :4].cpu(), ref)
+
+
 def test_never_written_zeros_are_computed_in_the_segment_that_reads_them():
     # torch.zeros leaves its storage unwritten. In fused mode the op that
     # first reads it records the zeros as a node of its own segment, instead

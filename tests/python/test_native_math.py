@@ -157,6 +157,20 @@ def test_binary_float(dtype):
     check_native(lambda x, y: torch.addcdiv(x, y, x, value=0.5), a, b)
 
 
+@pytest.mark.parametrize("dtype", FLOAT, ids=str)
+def test_lerp_with_a_number_weight_is_the_cpus_bitwise(dtype):
+    # A number weight picks lerp's formula on the number (self + w (end -
+    # self) below 1/2, end - (end - self)(1 - w) from it on); both, their
+    # edge, infinities, NaN and signed zeros, out of place and in place.
+    a, b = make((4, 8), dtype, True), make((4, 8), dtype)
+    b.view(-1)[-3:] = torch.tensor([0.0, -0.0, float("inf")]).to(dtype)
+    for w in (0.0, -0.0, 0.3, -0.3, 0.5, -0.5, 0.75, 1.0, 1.7, -2.5,
+              float("inf"), -float("inf"), float("nan")):
+        check_native(lambda x, y: torch.lerp(x, y, w), a, b, exact=True)
+        check_native(lambda x, y: x.clone().lerp_(y, w), a, b, exact=True)
+        check_native(lambda x, y: torch.lerp(x, y[0], w), a, b, exact=True)
+
+
 def test_binary_integer_promotion():
     i, f = make((6,), torch.int32), make((6,), torch.float16)
     check_native(torch.xlogy, i, i)
