@@ -786,6 +786,95 @@ static void windows_reset(fz_seg* s) {
 /* Runs nodes [0, n) of `s` as one program and removes them from the
  * segment; the nodes after them stay recorded (their inputs from the run
  * ones become external). */
+/* Whether two buffers have one dtype and shape. */
+static bool same_type(const tpuc_buffer* a, const tpuc_buffer* b) {
+  return tpuc_buffer_dtype(a) == tpuc_buffer_dtype(b) &&
+         tpuc_buffer_rank(a) == tpuc_buffer_rank(b) &&
+         memcmp(tpuc_buffer_dims(a), tpuc_buffer_dims(b),
+                sizeof(int64_t) * (size_t)tpuc_buffer_rank(b)) == 0;
+}
+
+/* Whether the segment may give input b's memory to one of its results:
+ * nothing but the segment holds it (its storage already has its new
+ * value), and no other segment's run will read it. */
+static bool donatable(tpuc_buffer* b) {
+  void* owner = tpuc_buffer_lazy_owner(b);
+  return (owner == NULL || owner == &g_job_owner) &&
+         tpuc_buffer_refs(b) - tpuc_buffer_holds(b) == 1;
+}
+
+/* Chooses alias[j] (a live result's index, or -1) and donate[j] for the
+ * segment's n nodes and their next external inputs args[].
+ *
+ * An input goes first to the live result its own updates lead to: the
+ * chain of nodes whose first operand (an in-place op's self) is the input,
+ * then that node's first result, and so on. Any other pairing of equal
+ * types is correct, but a result written over another input's memory
+ * while that input is still to be read makes XLA copy both (an
+ * optimizer's step over many parameters of one shape: a copy of each).
+ * Inputs left over go to the first free result of their type. */
+static void pair_donations(const fz_seg* s, size_t n, const bool* live,
+                           size_t nlive, tpuc_buffer** args, size_t next,
+                           int* alias, bool* donate) {
+  for (size_t j = 0; j < next; j++) alias[j] = -1;
+  long* origin = malloc(sizeof *origin * (n ? n : 1));
+  tpuc_buffer** out_bufs = calloc(nlive ? nlive : 1, sizeof *out_bufs);
+  long* out_origin = malloc(sizeof *out_origin * (nlive ? nlive : 1));
+  bool* taken = calloc(nlive ? nlive : 1, sizeof *taken);
+  bool* ok = calloc(next ? next : 1, sizeof *ok);
+  if (origin == NULL || out_bufs == NULL || out_origin == NULL ||
+      taken == NULL || ok == NULL)
+    goto done;
+  size_t e = 0, r = 0;
+  for (size_t i = 0; i < n; i++) {
+    const fz_node* nd = &s->nodes[i];
+    origin[i] = -1;
+    for (uint32_t a = 0; a < nd->nin; a++) {
+      if (nd->internal[a]) {
+        if (a == 0) {
+          int64_t tag = tpuc_buffer_lazy_tag(nd->in[0]);
+          size_t src = (size_t)(tag / FZ_TAG);
+          if (src < i && tag % FZ_TAG == 0) origin[i] = origin[src];
+        }
+        continue;
+      }
+      if (a == 0) origin[i] = (long)e;
+      e++;
+    }
+    for (uint32_t k = 0; k < nd->nout; k++) {
+      if (!live[i * FZ_MAX_OUT + k]) continue;
+      out_bufs[r] = nd->out[k];
+      out_origin[r] = k == 0 ? origin[i] : -1;
+      r++;
+    }
+  }
+  for (size_t j = 0; j < next; j++) ok[j] = donatable(args[j]);
+  for (size_t q = 0; q < nlive; q++) {
+    long j = out_origin[q];
+    if (j < 0 || !ok[j] || alias[j] >= 0 || !same_type(out_bufs[q], args[j]))
+      continue;
+    taken[q] = true;
+    alias[j] = (int)q;
+    donate[j] = true;
+  }
+  for (size_t j = 0; j < next; j++) {
+    if (!ok[j] || alias[j] >= 0) continue;
+    for (size_t q = 0; q < nlive; q++) {
+      if (taken[q] || !same_type(out_bufs[q], args[j])) continue;
+      taken[q] = true;
+      alias[j] = (int)q;
+      donate[j] = true;
+      break;
+    }
+  }
+done:
+  free(origin);
+  free(out_bufs);
+  free(out_origin);
+  free(taken);
+  free(ok);
+}
+
 static tpuc_status* run_prefix(fz_seg* s, size_t n, tpuc_fused_reason why) {
   if (n == 0) return NULL;
   /* Later nodes that read results of the ones that run: those results
@@ -854,36 +943,8 @@ static tpuc_status* run_prefix(fz_seg* s, size_t n, tpuc_fused_reason why) {
         if (!s->nodes[i].internal[a]) args[e++] = s->nodes[i].in[a];
     /* Whole-storage in-place updates: an input nothing else holds any more
      * (its storage already has the new value) gives its memory to a live
-     * output of its type. */
-    tpuc_buffer** out_bufs = calloc(nlive, sizeof *out_bufs);
-    bool* taken = calloc(nlive ? nlive : 1, sizeof *taken);
-    size_t r0 = 0;
-    for (size_t i = 0; out_bufs != NULL && i < n; i++)
-      for (uint32_t k = 0; k < s->nodes[i].nout; k++)
-        if (live[i * FZ_MAX_OUT + k]) out_bufs[r0++] = s->nodes[i].out[k];
-    for (size_t j = 0; j < next; j++) {
-      alias[j] = -1;
-      tpuc_buffer* b = args[j];
-      void* owner = tpuc_buffer_lazy_owner(b);
-      if (out_bufs == NULL || taken == NULL ||
-          (owner != NULL && owner != &g_job_owner) ||
-          tpuc_buffer_refs(b) - tpuc_buffer_holds(b) != 1)
-        continue;
-      for (size_t r = 0; r < nlive; r++) {
-        const tpuc_buffer* o = out_bufs[r];
-        if (taken[r] || tpuc_buffer_dtype(o) != tpuc_buffer_dtype(b) ||
-            tpuc_buffer_rank(o) != tpuc_buffer_rank(b) ||
-            memcmp(tpuc_buffer_dims(o), tpuc_buffer_dims(b),
-                   sizeof(int64_t) * (size_t)tpuc_buffer_rank(b)) != 0)
-          continue;
-        taken[r] = true;
-        alias[j] = (int)r;
-        donate[j] = true;
-        break;
-      }
-    }
-    free(out_bufs);
-    free(taken);
+     * output of its type -- first to the one its own updates lead to. */
+    pair_donations(s, n, live, nlive, args, next, alias, donate);
     tpuc_fingerprint key = {0, 0};
     for (size_t i = 0; i < n; i++) key = node_fp(key, &s->nodes[i]);
     key = tpuc_fingerprint_bytes(key, live, n * FZ_MAX_OUT * sizeof *live);

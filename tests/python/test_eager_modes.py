@@ -429,6 +429,38 @@ def test_inplace_lerp_of_a_matrix_writes_its_storage_in_place():
     assert torch.equal(m[:4, :4].cpu(), ref), (m[:4, :4].cpu(), ref)
 
 
+def test_an_optimizer_step_gives_each_parameter_its_own_memory_back():
+    # AdamW over three parameters of one shape, in fused mode: each
+    # parameter's old memory goes to its own new value (the chain of in-place
+    # updates that starts from it), not to the first result of its shape.
+    # Paired the other way, XLA copied each parameter and each result: 82 K
+    # page faults at every step here (64 MiB each), and 168 K in the first.
+    torch.tpu.set_eager_mode("fused")
+    ps = [torch.nn.Parameter(torch.full((4096, 4096), 1.0 + i, device="tpu"))
+          for i in range(3)]
+    for p in ps:
+        p.grad = torch.full((4096, 4096), 0.5, device="tpu")
+    opt = torch.optim.AdamW(ps, lr=0.1)
+    torch.tpu.synchronize()
+    faults = []
+    for _ in range(3):
+        before = _minor_faults()
+        opt.step()
+        torch.tpu.synchronize()
+        faults.append(_minor_faults() - before)
+    # The first step writes its new state (exp_avg, exp_avg_sq: 6 x 16384
+    # pages) and nothing more; later steps write in place.
+    assert faults[0] < 6 * 16384 * 1.1 and max(faults[1:]) < 4096, faults
+    ref = [torch.nn.Parameter(torch.full((4, 4), 1.0 + i)) for i in range(3)]
+    for r in ref:
+        r.grad = torch.full((4, 4), 0.5)
+    ref_opt = torch.optim.AdamW(ref, lr=0.1)
+    for _ in range(3):
+        ref_opt.step()
+    for p, r in zip(ps, ref):
+        torch.testing.assert_close(p.detach()[:4, :4].cpu(), r.detach())
+
+
 def test_never_written_zeros_are_computed_in_the_segment_that_reads_them():
     # torch.zeros leaves its storage unwritten. In fused mode the op that
     # first reads it records the zeros as a node of its own segment, instead
