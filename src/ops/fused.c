@@ -783,9 +783,6 @@ static void windows_reset(fz_seg* s) {
   if (s->win_hash) memset(s->win_hash, 0, sizeof *s->win_hash * s->win_cap);
 }
 
-/* Runs nodes [0, n) of `s` as one program and removes them from the
- * segment; the nodes after them stay recorded (their inputs from the run
- * ones become external). */
 /* Whether two buffers have one dtype and shape. */
 static bool same_type(const tpuc_buffer* a, const tpuc_buffer* b) {
   return tpuc_buffer_dtype(a) == tpuc_buffer_dtype(b) &&
@@ -875,6 +872,9 @@ done:
   free(ok);
 }
 
+/* Runs nodes [0, n) of `s` as one program and removes them from the
+ * segment; the nodes after them stay recorded (their inputs from the run
+ * ones become external). */
 static tpuc_status* run_prefix(fz_seg* s, size_t n, tpuc_fused_reason why) {
   if (n == 0) return NULL;
   /* Later nodes that read results of the ones that run: those results
