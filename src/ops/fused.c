@@ -803,9 +803,9 @@ static bool donatable(tpuc_buffer* b) {
 /* Chooses alias[j] (a live result's index, or -1) and donate[j] for the
  * segment's n nodes and their next external inputs args[].
  *
- * An input goes first to the live result its own updates lead to: the
- * chain of nodes whose first operand (an in-place op's self) is the input,
- * then that node's first result, and so on. Any other pairing of equal
+ * An input goes first to the first live result on the chain of its own
+ * updates: the nodes whose first operand (an in-place op's self) is the
+ * input, then that node's first result, and so on. Any other pairing of equal
  * types is correct, but a result written over another input's memory
  * while that input is still to be read makes XLA copy both (an
  * optimizer's step over many parameters of one shape: a copy of each).

@@ -790,7 +790,9 @@ static tpuc_status* lower_lerp(op_ctx* c, int param) {
   if (!op_is_tensor(c, 2) && !is_cx(dt)) {
     /* A number weight (AdamW's exp_avg.lerp_): the formula is chosen on
      * the number, and one product is taken, self + w d or end + (w - 1) d
-     * (end - (1 - w) d, exactly). With a select between the two full-size
+     * (end - (1 - w) d, exactly, but for the sign of a zero result when w
+     * is 1 and end is -0: -0, as PyTorch's vectorized CPU kernel, where
+     * its scalar loop gives +0). With a select between the two full-size
      * formulas, XLA's CPU compiler kept the operands' reshapes inside the
      * fusion and could not write an in-place lerp_ into its own storage: a
      * temporary the size of the tensor and a copy, at every step. */
