@@ -364,11 +364,12 @@ def memory_now():
     try:
         with open("/proc/self/statm") as f:
             out["parent_rss_mb"] = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") >> 20
+        names = {"MemFree": "mem_free_mb", "MemAvailable": "mem_available_mb"}
         with open("/proc/meminfo") as f:
             for line in f:
                 key, value = line.split(":", 1)
-                if key in ("MemFree", "MemAvailable"):
-                    out[key.lower().replace("mem", "mem_") + "_mb"] = int(value.split()[0]) >> 10
+                if key in names:
+                    out[names[key]] = int(value.split()[0]) >> 10
     except (OSError, ValueError, IndexError):
         pass
     return out
