@@ -85,8 +85,25 @@ stamp="$VENV/.requirements.sha256"
 want="$(cat requirements.txt pyproject.toml | sha256sum | cut -d' ' -f1)"
 have="$(cat "$stamp" 2>/dev/null || true)"
 if [[ "$want" != "$have" ]]; then
-  log "installing requirements.txt into .venv"
-  "$VENV/bin/python" -m pip install -q --no-deps -r requirements.txt
+  # torch's CUDA wheels and their nvidia libraries take about 6 GB once
+  # installed. pip keeps every downloaded wheel of one call until that call
+  # ends, and its cache would keep them again: the large ones go in one call
+  # each, without the cache, so the disk holds at most one spare wheel. With
+  # too little room, say so before pip fills the disk.
+  need_mb=6500
+  free_mb="$(df -Pm "$VENV" | awk 'NR == 2 { print $4 }')"
+  if [[ -n "$free_mb" && "$free_mb" -lt "$need_mb" ]]; then
+    log "only ${free_mb} MB free under $VENV; installing requirements.txt" \
+        "needs about ${need_mb} MB (torch and its CUDA libraries)"
+    exit 1
+  fi
+  log "installing requirements.txt into .venv (${free_mb} MB free)"
+  while read -r big; do
+    "$VENV/bin/python" -m pip install -q --no-cache-dir --no-deps "$big"
+  done < <(grep -E '^(torch|triton|nvidia-|cuda-)[A-Za-z0-9_.-]*==' \
+             requirements.txt)
+  "$VENV/bin/python" -m pip install -q --no-cache-dir --no-deps \
+    -r requirements.txt
   # The tpuc package itself, editable: its torch.backends entry point makes
   # `import torch` load the tpu device; the binding is built into python/tpuc.
   log "installing the tpuc package (editable) into .venv"
