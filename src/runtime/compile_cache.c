@@ -113,8 +113,15 @@ static char* default_cache_root(void) {
   return strdup(buf);
 }
 
-/* Identifies the plugin build and platform, so entries written by another
- * plugin (or version) are never loaded. */
+/* The environment variables a plugin reads its compiler settings from: XLA's
+ * plugins parse XLA_FLAGS when the client starts, libtpu LIBTPU_INIT_ARGS.
+ * A program compiled under other settings (fast math, another dot library)
+ * is another program, so they are part of the cache's identity. */
+static const char* const compiler_env[] = {"XLA_FLAGS", "LIBTPU_INIT_ARGS"};
+
+/* Identifies the plugin build, platform and compiler settings, so entries
+ * written by another plugin (or version), or compiled under other settings,
+ * are never loaded. */
 static tpuc_fingerprint plugin_fingerprint(tpuc_client* c) {
   char id[1024];
   struct stat st;
@@ -126,7 +133,19 @@ static tpuc_fingerprint plugin_fingerprint(tpuc_client* c) {
                    c->plugin->info.api_major, c->plugin->info.api_minor,
                    c->plugin->info.xla_version, size, mtime, c->num_devices);
   tpuc_fingerprint zero = {0, 0};
-  return tpuc_fingerprint_bytes(zero, id, (size_t)n);
+  tpuc_fingerprint fp = tpuc_fingerprint_bytes(zero, id, (size_t)n);
+  for (size_t i = 0; i < sizeof compiler_env / sizeof compiler_env[0]; i++) {
+    const char* v = getenv(compiler_env[i]);
+    /* Unset and empty are the same settings, and keep the folder that
+     * caches written before these variables counted still use. */
+    if (v == NULL || v[0] == '\0') continue;
+    fp = tpuc_fingerprint_bytes(fp, compiler_env[i], strlen(compiler_env[i]));
+    fp = tpuc_fingerprint_bytes(fp, "=", 1);
+    /* With its NUL: an environment string holds none, so no two settings
+     * hash the same bytes. */
+    fp = tpuc_fingerprint_bytes(fp, v, strlen(v) + 1);
+  }
+  return fp;
 }
 
 tpuc_status* tpuc_cache_create(tpuc_client* c, const tpuc_client_options* o,

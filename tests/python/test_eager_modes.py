@@ -358,6 +358,34 @@ def test_segment_programs_come_from_the_disk_cache_in_a_new_process(tmp_path):
     assert third.startswith("compiled"), third
 
 
+def test_compiler_flags_have_their_own_disk_cache_entries(tmp_path):
+    # XLA's plugins read XLA_FLAGS when they start: a program compiled under
+    # other flags is another program, and a process must not load it.
+    code = (
+        "x = torch.arange(12.0, device='tpu').reshape(3, 4)\n"
+        "v = ((x * 0.25).exp() @ x.t()).tanh().sum().item()\n"
+        "e = torch.tpu.fused_log()[-1]\n"
+        "print(e['program'], '|', torch.tpu.compile_cache_stats()['cache_dir'])\n"
+    )
+    env = {"TPUC_CACHE_DIR": str(tmp_path), "TPUC_EAGER_MODE": "fused"}
+    flags = "--xla_cpu_enable_fast_min_max=true"
+    plain = _child(code, XLA_FLAGS="", **env).split(" | ")
+    flagged = _child(code, XLA_FLAGS=flags, **env).split(" | ")
+    assert plain[0] == flagged[0] == "compiled", (plain, flagged)
+    assert plain[1] != flagged[1], (plain, flagged)
+    # Each setting finds its own entries again; unset is the same as empty.
+    again = _child(code, XLA_FLAGS=flags, **env).split(" | ")
+    assert again == ["compile cache (disk)", flagged[1]], again
+    e = dict(env)
+    unset = subprocess.run(
+        [sys.executable, "-c", "import torch\n" + code], capture_output=True,
+        text=True, timeout=600,
+        env={**{k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}, **e})
+    assert unset.returncode == 0, unset.stderr[-3000:]
+    assert unset.stdout.strip().splitlines()[-1].split(" | ") == [
+        "compile cache (disk)", plain[1]]
+
+
 def test_size_limit_cuts_segments():
     code = (
         "torch.tpu.fused_reset_stats()\n"
