@@ -92,7 +92,9 @@ if [[ "$want" != "$have" ]]; then
   # too little room, say so before pip fills the disk.
   need_mb=6500
   free_mb="$(df -Pm "$VENV" | awk 'NR == 2 { print $4 }')"
-  if [[ -n "$free_mb" && "$free_mb" -lt "$need_mb" ]]; then
+  # (Only for a venv without torch yet: an update installs what changed.)
+  if ! compgen -G "$VENV/lib/python*/site-packages/torch" >/dev/null &&
+     [[ -n "$free_mb" && "$free_mb" -lt "$need_mb" ]]; then
     log "only ${free_mb} MB free under $VENV; installing requirements.txt" \
         "needs about ${need_mb} MB (torch and its CUDA libraries)"
     exit 1
