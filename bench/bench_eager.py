@@ -375,6 +375,29 @@ def memory_now():
     return out
 
 
+def cpu_jiffies():
+    """The machine's CPU time so far from /proc/stat's "cpu" line: (steal,
+    total), in clock ticks; None where /proc/stat cannot be read."""
+    try:
+        with open("/proc/stat") as f:
+            fields = f.readline().split()
+    except OSError:
+        return None
+    if not fields or fields[0] != "cpu" or len(fields) < 9:
+        return None
+    ticks = [int(v) for v in fields[1:9]]  # user .. steal (guest is in user)
+    return ticks[7], sum(ticks)
+
+
+def steal_percent(start, end):
+    """The share of the machine's CPU time that its hypervisor gave to other
+    guests between two cpu_jiffies() readings: on a shared VM the same step
+    runs slower while this is high."""
+    if start is None or end is None or end[1] <= start[1]:
+        return None
+    return round(100.0 * (end[0] - start[0]) / (end[1] - start[1]), 1)
+
+
 def first_steps_of(name):
     """The first fused training step of `name` in a fresh process: once with
     an empty compile cache (cold), then with the disk cache that run filled
@@ -456,6 +479,7 @@ def first_step_child(name):
         cache_before = torch.tpu.compile_cache_stats()
         steps_ms = []
         losses = []
+        jiffies = cpu_jiffies()
         for _ in range(3):
             t0 = time.perf_counter()
             loss = model(input_ids=dev_ids, labels=dev_ids).loss
@@ -467,6 +491,7 @@ def first_step_child(name):
             losses.append(loss.detach())
         out["first_step_ms"] = steps_ms[0]
         out["steps_ms"] = steps_ms
+        out["cpu_steal_percent"] = steal_percent(jiffies, cpu_jiffies())
         out["losses"] = [round(float(l.item()), 4) for l in losses]
         out["fused_stats"] = torch.tpu.fused_stats()
         cache = torch.tpu.compile_cache_stats()
@@ -528,7 +553,8 @@ def print_table(report):
     print(f"bench_eager ({report['machine']}; {report['plugin']}; torch {report['torch']})")
     print(f"batch {BATCH} x {SEQ} tokens, vocab {VOCAB}, times in ms (median of steady-state "
           f"steps); load average {report['load_avg_start']} at the start, "
-          f"{report['load_avg_end']} at the end, {report['machine'].rsplit(', ', 1)[-1]}")
+          f"{report['load_avg_end']} at the end, {report['machine'].rsplit(', ', 1)[-1]}; "
+          f"CPU time stolen by the hypervisor: {report.get('cpu_steal_percent')}%")
     hdr = f"{'model':12s} {'':8s}" + "".join(f"{c:>10s}" for c in CONFIGS)
     print(hdr)
     for name, e in report["models"].items():
@@ -666,6 +692,9 @@ def main():
         # The machine's load average (1 min) when the run started and ended:
         # a figure taken on a busy machine is slower than it would be.
         "load_avg_start": round(os.getloadavg()[0], 2),
+        # And the share of CPU time stolen by the hypervisor over the run
+        # (/proc/stat): same meaning, on a shared VM.
+        "cpu_steal_percent": None,
         "settings": {"steps": args.steps, "min_warmup": args.warmup,
                      "max_warmup": MAX_WARMUP, "quick": args.quick,
                      "logits_tolerance": f"atol {ATOL} + rtol {RTOL}"},
@@ -684,6 +713,7 @@ def main():
         report["complete"] = complete
         report["wall_s"] = round(time.perf_counter() - t_start, 1)
         report["load_avg_end"] = round(os.getloadavg()[0], 2)
+        report["cpu_steal_percent"] = steal_percent(jiffies_start, cpu_jiffies())
         if errors:
             report["errors"] = errors
         tmp = path + ".tmp"
@@ -693,6 +723,7 @@ def main():
         os.replace(tmp, path)
 
     t_start = time.perf_counter()
+    jiffies_start = cpu_jiffies()
     first_steps = {}
     if args.first_step_runs:
         # Before anything else: each child is a fresh process, and this one
