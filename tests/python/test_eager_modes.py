@@ -376,11 +376,10 @@ def test_compiler_flags_have_their_own_disk_cache_entries(tmp_path):
     # Each setting finds its own entries again; unset is the same as empty.
     again = _child(code, XLA_FLAGS=flags, **env).split(" | ")
     assert again == ["compile cache (disk)", flagged[1]], again
-    e = dict(env)
     unset = subprocess.run(
         [sys.executable, "-c", "import torch\n" + code], capture_output=True,
         text=True, timeout=600,
-        env={**{k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}, **e})
+        env={**{k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}, **env})
     assert unset.returncode == 0, unset.stderr[-3000:]
     assert unset.stdout.strip().splitlines()[-1].split(" | ") == [
         "compile cache (disk)", plain[1]]
