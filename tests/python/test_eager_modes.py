@@ -59,8 +59,14 @@ def test_mode_selection_global_thread_context_decorator():
 
 
 def _child(code, **env):
+    """Runs `code` after `import torch` in a new process, with `env` over
+    this one's environment (a None value removes the variable); returns
+    its last line of output."""
     e = dict(os.environ)
     e.update(env)
+    for k, v in env.items():
+        if v is None:
+            del e[k]
     out = subprocess.run([sys.executable, "-c", "import torch\n" + code], env=e,
                          capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
@@ -376,13 +382,8 @@ def test_compiler_flags_have_their_own_disk_cache_entries(tmp_path):
     # Each setting finds its own entries again; unset is the same as empty.
     again = _child(code, XLA_FLAGS=flags, **env).split(" | ")
     assert again == ["compile cache (disk)", flagged[1]], again
-    unset = subprocess.run(
-        [sys.executable, "-c", "import torch\n" + code], capture_output=True,
-        text=True, timeout=600,
-        env={**{k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}, **env})
-    assert unset.returncode == 0, unset.stderr[-3000:]
-    assert unset.stdout.strip().splitlines()[-1].split(" | ") == [
-        "compile cache (disk)", plain[1]]
+    unset = _child(code, XLA_FLAGS=None, **env).split(" | ")
+    assert unset == ["compile cache (disk)", plain[1]], unset
 
 
 def test_size_limit_cuts_segments():
