@@ -3,9 +3,14 @@ the same size with random weights, batch 1 x 128 tokens, forward (no_grad)
 and AdamW training step, in the tpu device's three eager modes ('debug',
 'strict', 'fused') and on PyTorch's CPU; plus the first training step in
 fused mode in a fresh process, with an empty compile cache (cold) and with
-the disk cache that run filled (warm); these child processes run first,
+the disk cache that run filled (warm), and PyTorch's own first CPU step
+(the same fresh gradients and optimizer state), with the page faults of
+each step; these child processes run first,
 before this process builds any model. The steady-state steps of the four
-configurations are timed in rounds, one step of each per round.
+configurations are timed in rounds, one step of each per round. Then each
+kind of matrix product of a model's forward is timed, eight to a fused
+program on the tpu device and on PyTorch's CPU ("matmuls" in the JSON): how
+much of the forward the products alone take on each side.
 
 Writes eager_modes.json and eager_modes.png (when matplotlib is installed)
 to $TPUC_BENCH_RESULTS_DIR or bench/results, and prints a table of figures
@@ -15,9 +20,10 @@ goes to stderr and to "errors" in the JSON); the run goes on.
 
   python bench/bench_eager.py [--models gpt2_2layer,llama] [--steps N]
                               [--warmup N] [--quick] [--no-first-step]
+                              [--no-matmuls]
 
-The first-step figures run this script as a child:
-  python bench/bench_eager.py --first-step MODEL   (prints one JSON line)
+The first-step figures run this script as a child (prints one JSON line):
+  python bench/bench_eager.py --first-step MODEL [--first-step-device cpu]
 """
 
 import argparse
@@ -357,6 +363,109 @@ def bench_model(name, args, report_errors, first_steps):
     return entry
 
 
+def matmul_shapes(name):
+    """The matrix products of one forward of `name` (batch x seq rows):
+    (label, rows, k, n, weight layout, count per forward). 'kn' is a weight
+    stored (k, n) and used as x @ w (GPT-2's Conv1D); 'nk' is stored (n, k)
+    and used as x @ w.t() (nn.Linear, and the tied or untied LM head).
+    'attn' is one head-batched attention product (heads, rows, k) @ (heads,
+    k, n)."""
+    cfg = model_config(name)
+    t = BATCH * SEQ
+    if name in ("gpt2", "gpt2_2layer"):
+        d, L, h = cfg.n_embd, cfg.n_layer, cfg.n_head
+        out = [("attn qkv", t, d, 3 * d, "kn", L), ("attn out", t, d, d, "kn", L),
+               ("mlp fc", t, d, 4 * d, "kn", L), ("mlp proj", t, 4 * d, d, "kn", L)]
+    else:
+        d, L, h = cfg.hidden_size, cfg.num_hidden_layers, cfg.num_attention_heads
+        f = cfg.intermediate_size
+        out = [("attn q/k/v/o", t, d, d, "nk", 4 * L),
+               ("mlp gate/up", t, d, f, "nk", 2 * L), ("mlp down", t, f, d, "nk", L)]
+    hd = d // h
+    out += [("attn scores", SEQ, hd, SEQ, "attn", BATCH * L),
+            ("attn values", SEQ, SEQ, hd, "attn", BATCH * L),
+            ("lm head", t, d, VOCAB, "nk", 1)]
+    return out, h
+
+
+def bench_matmuls(name, rounds, per_program=8):
+    """Each kind of matrix product of `name`'s forward, timed on the tpu
+    device and on PyTorch's CPU in interleaved rounds. A round runs
+    `per_program` products of the kind one after the other, each with its
+    own operands (as the layers have their own weights): on the tpu device
+    in fused mode, so they are one program and one synchronize, like the
+    forward's segment; the time per product is the round's over
+    `per_program` (with, on both sides, the small add that chains each
+    product to the one before). The sums over one forward
+    (`forward_sum_ms`: count x median) say how much of the forward the
+    products alone take on each side."""
+    shapes, heads = matmul_shapes(name)
+    g = torch.Generator().manual_seed(2)
+    saved = torch.tpu.get_eager_mode()
+    set_mode("fused")
+    cases = []
+    for label, m, k, n, layout, count in shapes:
+        cpu = []
+        for _ in range(per_program):
+            if layout == "attn":
+                a = torch.randn(heads, m, k, generator=g)
+                b = torch.randn(heads, k, n, generator=g)
+            else:
+                a = torch.randn(m, k, generator=g)
+                b = torch.randn(*((k, n) if layout == "kn" else (n, k)), generator=g)
+            cpu.append((a, b))
+        cases.append({
+            "label": label, "m": m, "k": k, "n": n, "layout": layout,
+            "count": count, "flop": 2 * m * k * n * (heads if layout == "attn" else 1),
+            "fn": (lambda a, b: a @ b.t()) if layout == "nk" else (lambda a, b: a @ b),
+            "cpu": cpu, "tpu": [(a.to("tpu"), b.to("tpu")) for a, b in cpu],
+            "times": {"tpu": [], "torch_cpu": []}})
+
+    def once(c, which):
+        # Each product's left operand gets one element of the product before
+        # (an add of a broadcast number): the products run one after the
+        # other, as a forward's do, and not side by side.
+        t0 = time.perf_counter()
+        y = None
+        for a, b in c["cpu" if which == "torch_cpu" else "tpu"]:
+            y = c["fn"](a if y is None else a + y.reshape(-1)[:1], b)
+        if which == "tpu":
+            torch.tpu.synchronize()
+        ms = (time.perf_counter() - t0) * 1e3 / per_program
+        del y
+        return ms
+
+    try:
+        with torch.no_grad():
+            for c in cases:  # compile, and the first run of each
+                for which in ("tpu", "torch_cpu"):
+                    once(c, which)
+                    once(c, which)
+            for _ in range(rounds):
+                for c in cases:
+                    for which in ("tpu", "torch_cpu"):
+                        c["times"][which].append(once(c, which))
+    finally:
+        set_mode(saved)
+    products, sums = {}, {"tpu": 0.0, "torch_cpu": 0.0}
+    for c in cases:
+        med = {w: round(statistics.median(v), 3) for w, v in c["times"].items()}
+        products[c["label"]] = {
+            "shape": f"({c['m']}x{c['k']}) @ ({c['k']}x{c['n']})"
+                     + (f" x {heads} heads" if c["layout"] == "attn" else "")
+                     + (", weight stored (n, k)" if c["layout"] == "nk" else ""),
+            "count_per_forward": c["count"],
+            "tpu_ms": med["tpu"], "torch_cpu_ms": med["torch_cpu"],
+            "tpu_gflops": round(c["flop"] / med["tpu"] / 1e6, 1),
+            "torch_cpu_gflops": round(c["flop"] / med["torch_cpu"] / 1e6, 1),
+        }
+        for w in sums:
+            sums[w] += c["count"] * med[w]
+    return {"rounds": rounds, "products_per_program": per_program,
+            "products": products,
+            "forward_sum_ms": {k: round(v, 1) for k, v in sums.items()}}
+
+
 def memory_now():
     """This process's resident memory and the machine's free and available
     memory, in MB, for the first-step details."""
@@ -409,12 +518,13 @@ def first_steps_of(name):
     pre = {"values": {}, "details": {}, "warnings": [], "errors": {}}
     cache_dir = tempfile.mkdtemp(prefix="tpuc-bench-eager-cache-")
     try:
-        for which in ("cold", "warm_disk"):
+        for which in ("cold", "warm_disk", "torch_cpu"):
             key = f"first_step_{which}_ms"
             t0 = time.perf_counter()
             memory = memory_now()
             try:
-                child = run_child(name, cache_dir)
+                child = run_child(name, cache_dir,
+                                  "cpu" if which == "torch_cpu" else "tpu")
                 if child.get("tpuc_build") != BUILD:
                     pre["warnings"].append(
                         f"first_step_{which}: the child process ran tpuc build "
@@ -423,14 +533,14 @@ def first_steps_of(name):
                 child["memory_at_start"] = memory
                 pre["values"][key] = child["first_step_ms"]
                 pre["details"][f"first_step_{which}"] = child
-                print(f"  {name + ' first step fused ' + which:36s} "
+                print(f"  {name + ' first step ' + which:36s} "
                       f"{child['first_step_ms']:10.1f} ms  (process "
                       f"{time.perf_counter() - t0:.0f} s)", flush=True)
             except Exception as exc:  # noqa: BLE001
                 msg = error_string(exc)
                 pre["values"][key] = msg
                 pre["errors"][key] = getattr(exc, "child_output", None) or traceback.format_exc()
-                print(f"  {name + ' first step fused ' + which:36s} FAILED: {msg}\n"
+                print(f"  {name + ' first step ' + which:36s} FAILED: {msg}\n"
                       f"{pre['errors'][key]}", file=sys.stderr, flush=True)
     finally:
         shutil.rmtree(cache_dir, ignore_errors=True)
@@ -441,12 +551,12 @@ class ChildError(RuntimeError):
     pass
 
 
-def run_child(name, cache_dir):
+def run_child(name, cache_dir, device="tpu"):
     env = dict(os.environ)
     env["TPUC_CACHE_DIR"] = cache_dir
     env["TPUC_EAGER_MODE"] = "fused"
     proc = subprocess.run([sys.executable, os.path.abspath(__file__),
-                           "--first-step", name],
+                           "--first-step", name, "--first-step-device", device],
                           env=env, capture_output=True, text=True)
     last = [l for l in proc.stdout.splitlines() if l.startswith("{")]
     if proc.returncode != 0 or not last:
@@ -462,37 +572,51 @@ def run_child(name, cache_dir):
     return out
 
 
-def first_step_child(name):
-    """In a fresh process: the first fused training steps, each timed with
-    a synchronize; prints one JSON line."""
-    out = {"cache_dir_env": os.environ.get("TPUC_CACHE_DIR")}
+def first_step_child(name, device):
+    """In a fresh process: the first training steps on `device` ('tpu', in
+    fused mode, or 'cpu', PyTorch's own, for reference), each timed with a
+    synchronize, and the page faults each took (fresh memory the process
+    touched); prints one JSON line."""
+    import resource
+
+    out = {"cache_dir_env": os.environ.get("TPUC_CACHE_DIR"), "device": device}
     try:
-        set_mode("fused")
+        on_tpu = device == "tpu"
+        if on_tpu:
+            set_mode("fused")
         out["tpuc_build"] = build_id()
         base = build_model(name)
         ids = input_ids()
-        model = base.train().to("tpu")
+        model = base.train().to(device)
         opt = torch.optim.AdamW(model.parameters(), lr=LR)
-        dev_ids = ids.to("tpu")
-        torch.tpu.synchronize()
-        torch.tpu.fused_reset_stats()
-        cache_before = torch.tpu.compile_cache_stats()
+        dev_ids = ids.to(device)
+        sync(device)
+        if on_tpu:
+            torch.tpu.fused_reset_stats()
+            cache_before = torch.tpu.compile_cache_stats()
         steps_ms = []
+        faults = []
         losses = []
         jiffies = cpu_jiffies()
         for _ in range(3):
+            f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
             t0 = time.perf_counter()
             loss = model(input_ids=dev_ids, labels=dev_ids).loss
             loss.backward()
             opt.step()
             opt.zero_grad()
-            torch.tpu.synchronize()
+            sync(device)
             steps_ms.append(round((time.perf_counter() - t0) * 1e3, 3))
+            faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0)
             losses.append(loss.detach())
         out["first_step_ms"] = steps_ms[0]
         out["steps_ms"] = steps_ms
+        out["page_faults"] = faults
         out["cpu_steal_percent"] = steal_percent(jiffies, cpu_jiffies())
         out["losses"] = [round(float(l.item()), 4) for l in losses]
+        if not on_tpu:
+            print(json.dumps(out), flush=True)
+            return
         out["fused_stats"] = torch.tpu.fused_stats()
         cache = torch.tpu.compile_cache_stats()
         cache.pop("cache_dir", None)
@@ -533,6 +657,10 @@ def ratios(entry):
                                              t.get("fused")),
         "cold_first_step_over_steady": ratio(entry.get("first_step_cold_ms"),
                                              t.get("fused")),
+        # PyTorch's own first CPU step over its steady step: the same
+        # fresh memory (gradients, optimizer state), for reference.
+        "torch_cpu_first_step_over_steady": ratio(entry.get("first_step_torch_cpu_ms"),
+                                                  t.get("torch_cpu")),
     }
 
 
@@ -561,18 +689,21 @@ def print_table(report):
         for kind, key in (("forward", "forward_ms"), ("train", "train_step_ms")):
             print(f"{name:12s} {kind:8s}" + "".join(fmt(e.get(key, {}).get(c)) for c in CONFIGS))
         print(f"{name:12s} {'1st step':8s} cold {fmt(e.get('first_step_cold_ms'))}  "
-              f"warm disk {fmt(e.get('first_step_warm_disk_ms'))}")
+              f"warm disk {fmt(e.get('first_step_warm_disk_ms'))}  "
+              f"torch_cpu {fmt(e.get('first_step_torch_cpu_ms'))}")
     print()
     t = report["targets"]
     print(f"{'model':12s} {'fwd strict/fused':>17s} {'fwd fused/cpu':>14s} "
-          f"{'train strict/fused':>19s} {'train fused/cpu':>16s} {'warm 1st/steady':>16s}")
+          f"{'train strict/fused':>19s} {'train fused/cpu':>16s} {'warm 1st/steady':>16s} "
+          f"{'cpu 1st/steady':>15s}")
     for name, e in report["models"].items():
         r = e["ratios"]
         print(f"{name:12s} {fmt_ratio(r['forward_strict_over_fused']):>17s} "
               f"{fmt_ratio(r['forward_fused_over_cpu']):>14s} "
               f"{fmt_ratio(r['train_strict_over_fused']):>19s} "
               f"{fmt_ratio(r['train_fused_over_cpu']):>16s} "
-              f"{fmt_ratio(r['warm_first_step_over_steady']):>16s}")
+              f"{fmt_ratio(r['warm_first_step_over_steady']):>16s} "
+              f"{fmt_ratio(r['torch_cpu_first_step_over_steady']):>15s}")
     print(f"targets: train strict/fused >= {t['fused_vs_strict_train_step_min']}, "
           f"gpt2 fwd fused/cpu <= {t['fused_vs_cpu_gpt2_forward_max']}, "
           f"warm 1st/steady <= {t['warm_first_step_vs_steady_max']}")
@@ -581,11 +712,27 @@ def print_table(report):
             for c, v in e.get(key, {}).items():
                 if isinstance(v, str):
                     print(f"  {name} {key} {c}: {v}")
-        for key in ("first_step_cold_ms", "first_step_warm_disk_ms"):
+        for key in ("first_step_cold_ms", "first_step_warm_disk_ms",
+                    "first_step_torch_cpu_ms"):
             if isinstance(e.get(key), str):
                 print(f"  {name} {key}: {e[key]}")
         for w in e.get("warnings", []):
             print(f"  {name} WARNING: {w}")
+    for name, e in report["models"].items():
+        mm = e.get("matmuls")
+        if isinstance(mm, str):
+            print(f"  {name} matmuls: {mm}")
+        if not isinstance(mm, dict):
+            continue
+        s = mm["forward_sum_ms"]
+        f = e.get("forward_ms", {})
+        print(f"{name}: the forward's matrix products alone, summed: tpu "
+              f"{s['tpu']:.1f} ms, torch_cpu {s['torch_cpu']:.1f} ms; whole forward "
+              f"fused {fmt(f.get('fused'), 0)}, torch_cpu {fmt(f.get('torch_cpu'), 0)}")
+        for label, p in mm["products"].items():
+            print(f"  {label:12s} x{p['count_per_forward']:<3d} tpu {p['tpu_ms']:7.3f} ms "
+                  f"({p['tpu_gflops']:6.1f} GFLOP/s)  torch_cpu {p['torch_cpu_ms']:7.3f} ms "
+                  f"({p['torch_cpu_gflops']:6.1f} GFLOP/s)")
 
 
 def plot(report, path):
@@ -620,7 +767,10 @@ def plot(report, path):
     ax = axes[2]
     series = (("steady fused", lambda e: e.get("train_step_ms", {}).get("fused"), "#d62728"),
               ("1st step, warm disk cache", lambda e: e.get("first_step_warm_disk_ms"), "#ff7f0e"),
-              ("1st step, cold cache", lambda e: e.get("first_step_cold_ms"), "#7f7f7f"))
+              ("1st step, cold cache", lambda e: e.get("first_step_cold_ms"), "#7f7f7f"),
+              ("torch_cpu steady", lambda e: e.get("train_step_ms", {}).get("torch_cpu"),
+               "#2ca02c"),
+              ("torch_cpu 1st step", lambda e: e.get("first_step_torch_cpu_ms"), "#98df8a"))
     w = 0.8 / len(series)
     for i, (label, get, color) in enumerate(series):
         xs, ys = [], []
@@ -634,7 +784,7 @@ def plot(report, path):
     ax.set_xticks(range(len(names)), names)
     ax.set_yscale("log")
     ax.set_ylabel("ms (log)")
-    ax.set_title("fused training: first step vs steady state")
+    ax.set_title("training: first step vs steady state")
     ax.legend(fontsize=8)
     fig.suptitle(f"tpuc eager modes, batch {BATCH}x{SEQ} ({report['plugin_version']}, "
                  f"{report['machine']})", fontsize=9)
@@ -655,12 +805,17 @@ def main():
                         f"while a step still compiles, up to {MAX_WARMUP}")
     p.add_argument("--quick", action="store_true", help="fewer steps")
     p.add_argument("--no-first-step", dest="first_step_runs", action="store_false",
-                   help="skip the cold / warm-disk first-step child processes")
+                   help="skip the first-step child processes (cold and warm-disk "
+                        "fused, PyTorch CPU)")
+    p.add_argument("--no-matmuls", dest="matmuls", action="store_false",
+                   help="skip timing the forward's matrix products by themselves")
     p.add_argument("--first-step", metavar="MODEL", help=argparse.SUPPRESS)
+    p.add_argument("--first-step-device", default="tpu", choices=("tpu", "cpu"),
+                   help=argparse.SUPPRESS)
     args = p.parse_args()
 
     if args.first_step:
-        first_step_child(args.first_step)
+        first_step_child(args.first_step, args.first_step_device)
         return 0
 
     models = [m.strip() for m in args.models.split(",") if m.strip()]
@@ -736,6 +891,14 @@ def main():
         t0 = time.perf_counter()
         entry = bench_model(name, args, errors, first_steps)
         entry["ratios"] = ratios(entry)
+        if args.matmuls:
+            try:
+                entry["matmuls"] = bench_matmuls(name, 5 if args.quick else 15)
+            except Exception as exc:  # noqa: BLE001
+                entry["matmuls"] = error_string(exc)
+                errors.setdefault(name, {})["matmuls"] = traceback.format_exc()
+                print(f"  {name} matmuls FAILED: {entry['matmuls']}", file=sys.stderr)
+                recover()
         entry["wall_s"] = round(time.perf_counter() - t0, 1)
         report["models"][name] = entry
         write(complete=i == len(models) - 1)
