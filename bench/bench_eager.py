@@ -785,7 +785,7 @@ def plot(report, path):
     ax.set_yscale("log")
     ax.set_ylabel("ms (log)")
     ax.set_title("training: first step vs steady state")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     fig.suptitle(f"tpuc eager modes, batch {BATCH}x{SEQ} ({report['plugin_version']}, "
                  f"{report['machine']})", fontsize=9)
     fig.tight_layout()
