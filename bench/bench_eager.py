@@ -614,18 +614,16 @@ def first_step_child(name, device):
         out["page_faults"] = faults
         out["cpu_steal_percent"] = steal_percent(jiffies, cpu_jiffies())
         out["losses"] = [round(float(l.item()), 4) for l in losses]
-        if not on_tpu:
-            print(json.dumps(out), flush=True)
-            return
-        out["fused_stats"] = torch.tpu.fused_stats()
-        cache = torch.tpu.compile_cache_stats()
-        cache.pop("cache_dir", None)
-        # What the three steps did in the compile cache (op programs and
-        # fused segment programs), not the model's upload before them.
-        out["compile_cache_stats"] = {
-            k: (round(v - cache_before.get(k, 0), 3) if isinstance(v, float)
-                else v - cache_before.get(k, 0))
-            for k, v in cache.items() if num(v) and k != "memory_entries"}
+        if on_tpu:
+            out["fused_stats"] = torch.tpu.fused_stats()
+            cache = torch.tpu.compile_cache_stats()
+            cache.pop("cache_dir", None)
+            # What the three steps did in the compile cache (op programs and
+            # fused segment programs), not the model's upload before them.
+            out["compile_cache_stats"] = {
+                k: (round(v - cache_before.get(k, 0), 3) if isinstance(v, float)
+                    else v - cache_before.get(k, 0))
+                for k, v in cache.items() if num(v) and k != "memory_entries"}
     except Exception as exc:  # noqa: BLE001
         out["error"] = error_string(exc)
         out["traceback"] = traceback.format_exc()
