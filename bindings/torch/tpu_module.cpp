@@ -10,6 +10,7 @@
 namespace tpuc_torch {
 void register_hooks();
 const at::Generator& default_generator(c10::DeviceIndex index);
+void register_graph(pybind11::module& m);
 }  // namespace tpuc_torch
 
 namespace py = pybind11;
@@ -250,6 +251,7 @@ PYBIND11_MODULE(_C, m) {
     return py::reinterpret_steal<py::object>(THPGenerator_initDefaultGenerator(
         default_generator(static_cast<c10::DeviceIndex>(d))));
   });
+  register_graph(m);
   m.def("compile_cache_clear",
         [](bool disk) { check(tpuc_cache_clear(client(), disk)); });
 }

@@ -9,6 +9,7 @@
 #include "tpuc/event.h"
 #include "tpuc/executable.h"
 #include "tpuc/fallback.h"
+#include "tpuc/graph.h"
 #include "tpuc/hlo.h"
 #include "tpuc/ops.h"
 #include "tpuc/plugin.h"

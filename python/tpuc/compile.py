@@ -1,13 +1,316 @@
-"""``torch.compile(..., backend="tpu")``: the compiler backend named after
-the device (Hugging Face's generate() asks for it by that name when it
-compiles a static-cache decoding step on a ``tpu`` model).
+"""``torch.compile(..., backend="tpu")``: each captured graph becomes ONE
+PJRT program, replayed from C with no per-op dispatch.
 
-It traces forward and backward with AOTAutograd and runs the captured
-graphs op by op on the device, exactly as eager mode would; compiling a
-whole graph into one PJRT program is not done yet."""
+How a graph is compiled (README, "torch.compile"): the first call with a
+new input signature runs the FX graph once through tpu's eager kernels with
+the device's fused recording in capture mode, so the graph's ops become one
+recorded segment that nothing cuts; that segment becomes one StableHLO
+program (the same lowerings as eager mode, found through the same compile
+cache, memory and disk). Later calls with inputs of the same dtypes, sizes,
+strides and aliasing go straight to C (``tpuc._C.graph_replay``): the
+inputs' storage values are the program's arguments, one execution, the
+outputs come back as new storages, and inputs the graph writes in place get
+their new values, donating the old ones where nothing else holds them.
+
+Graphs whose outputs need autograd go through AOTAutograd first (its
+forward and backward graphs are compiled the same way); inference graphs
+and optimizer steps are compiled as Dynamo captured them, in-place updates
+included.
+
+A graph whose capture cannot be one program (an op without a native
+lowering, which runs on the CPU; a value needed on the host inside the
+graph) runs through the eager kernels on every call instead, in the current
+eager mode; ``torch.tpu.compile_stats()`` counts those and says why.
+"""
+
+import threading
+import warnings
+
+import torch
+
+_lock = threading.Lock()
+_stats = {
+    "graphs": 0,  # FX graphs handed to the backend (forward, backward, ...)
+    "aot_graphs": 0,  # ... of which went through AOTAutograd
+    "signatures": 0,  # input signatures captured (recompiles included)
+    "recompiles": 0,  # captures of a graph for another input signature
+    "eager_graphs": 0,  # graphs that run op by op (reasons below)
+    "eager_calls": 0,
+}
+_reasons = {}  # why a graph runs op by op -> count
+_recompile_log = []  # (graph name, what changed)
+
+# Captured signatures kept per graph (like Dynamo's cache_size_limit).
+MAX_SIGNATURES = 16
+
+
+def stats():
+    """Counts of the tpu backend merged with the C runtime's graph counts."""
+    from . import _C
+
+    with _lock:
+        out = dict(_stats)
+        out["eager_reasons"] = dict(_reasons)
+        out["recompile_log"] = list(_recompile_log[-32:])
+    c = _C.graph_stats()
+    out.update({
+        "captures": c["captures"],
+        "capture_failures": c["capture_failures"],
+        "replays": c["replays"],
+        "ops_replayed": c["ops_replayed"],
+        "compiles": c["compiles"],
+        "cache_hits": c["cache_hits"],
+        "disk_hits": c["disk_hits"],
+        "donation_variants": c["variants"],
+        "donated": c["donated"],
+        "compile_seconds": c["compile_seconds"],
+    })
+    return out
+
+
+def reset_stats():
+    from . import _C
+
+    with _lock:
+        for k in _stats:
+            _stats[k] = 0
+        _reasons.clear()
+        _recompile_log.clear()
+    _C.graph_reset_stats()
+
+
+def _count(key, n=1):
+    with _lock:
+        _stats[key] += n
+
+
+def _describe(args, tpos):
+    return [
+        (tuple(args[i].shape), str(args[i].dtype).replace("torch.", ""), tuple(args[i].stride()))
+        for i in tpos
+    ]
+
+
+class _Graph:
+    """One FX graph: a captured program per input signature."""
+
+    _boxed_call = True  # AOTAutograd passes the arguments as one list
+
+    def __init__(self, gm, name):
+        self.gm = gm
+        self.name = name
+        self.variants = []  # (C graph, scalar args, output template)
+        self.tpos = None  # positions of the tensor arguments
+        self.spos = None  # positions of the others
+        self.eager_reason = None
+        self.last_sig = None
+
+    def _mark_eager(self, reason):
+        if self.eager_reason is not None:
+            return
+        self.eager_reason = reason
+        with _lock:
+            _stats["eager_graphs"] += 1
+            _reasons[reason] = _reasons.get(reason, 0) + 1
+        warnings.warn(
+            f"tpuc: torch.compile graph {self.name} runs op by op on tpu: {reason}",
+            stacklevel=4,
+        )
+
+    def _eager(self, args, reason=None):
+        if reason is not None:
+            self._mark_eager(reason)
+        _count("eager_calls")
+        return self.gm(*args)
+
+    def __call__(self, args):
+        if self.eager_reason is not None:
+            return self._eager(args)
+        if self.tpos is None:
+            self.tpos = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
+            self.spos = [i for i, a in enumerate(args) if not isinstance(a, torch.Tensor)]
+        tensors = [args[i] for i in self.tpos]
+        scalars = tuple(args[i] for i in self.spos) if self.spos else ()
+        from . import _C
+
+        for graph, sc, template in self.variants:
+            if sc != scalars:
+                continue
+            out = _C.graph_replay(graph, tensors)
+            if out is None:
+                continue
+            return self._assemble(template, out, args)
+        return self._capture(args, tensors, scalars)
+
+    @staticmethod
+    def _assemble(template, out, args):
+        kind, slots, consts = template
+        res = list(consts)
+        k = 0
+        for pos, src in slots:
+            if src is None:
+                res[pos] = out[k]
+                k += 1
+            else:
+                res[pos] = args[src]
+        return tuple(res) if kind is tuple else res
+
+    def _capture(self, args, tensors, scalars):
+        from . import _C
+
+        devices = {t.device for t in tensors}
+        if not tensors:
+            return self._eager(args, "the graph has no tpu tensor input")
+        if len(devices) != 1 or next(iter(devices)).type != "tpu":
+            names = ", ".join(sorted(str(d) for d in devices))
+            return self._eager(args, f"inputs on {names} (one tpu device needed)")
+        device = next(iter(devices)).index
+        if len(self.variants) >= MAX_SIGNATURES:
+            return self._eager(args, f"more than {MAX_SIGNATURES} input signatures")
+        why = _C.graph_capture_begin(device, tensors)
+        if why:
+            return self._eager(args, why)
+        try:
+            out = self.gm(*args)
+        except BaseException:
+            _C.graph_capture_end(device, [], True)
+            raise
+        if not isinstance(out, (tuple, list)):
+            _C.graph_capture_end(device, [], True)
+            return self._eager_after(out, "the graph does not return a flat tuple")
+        ids = {id(a): i for i, a in enumerate(args) if isinstance(a, torch.Tensor)}
+        slots, consts, out_tensors = [], [], []
+        for pos, v in enumerate(out):
+            consts.append(None)
+            if isinstance(v, torch.Tensor):
+                if id(v) in ids:
+                    slots.append((pos, ids[id(v)]))
+                else:
+                    slots.append((pos, None))
+                    out_tensors.append(v)
+            elif v is None or isinstance(v, (int, float, bool)):
+                consts[pos] = v
+            else:
+                _C.graph_capture_end(device, [], True)
+                return self._eager_after(out, f"the graph returns a {type(v).__name__}")
+        graph, why = _C.graph_capture_end(device, out_tensors, False)
+        if graph is None:
+            return self._eager_after(out, why)
+        sig = (_describe(args, self.tpos), scalars)
+        if self.variants:
+            _count("recompiles")
+            with _lock:
+                _recompile_log.append((self.name, _what_changed(self.last_sig, sig)))
+        self.last_sig = sig
+        self.variants.append((graph, scalars, (type(out), slots, consts)))
+        _count("signatures")
+        return out
+
+    def _eager_after(self, out, reason):
+        """The capture's results stand; later calls run op by op."""
+        self._mark_eager(reason)
+        return out
+
+
+def _what_changed(before, after):
+    if before is None:
+        return "first signature"
+    (bt, bs), (at, as_) = before, after
+    if len(bt) != len(at):
+        return f"number of tensor inputs {len(bt)} -> {len(at)}"
+    for i, (b, a) in enumerate(zip(bt, at)):
+        if b != a:
+            return f"tensor input {i}: shape {b[0]} dtype {b[1]} stride {b[2]} -> shape {a[0]} dtype {a[1]} stride {a[2]}"
+    if bs != as_:
+        return f"non-tensor inputs {bs} -> {as_}"
+    return "storage offsets, storage sizes or aliasing of the inputs"
+
+
+_names = {}
+
+
+def _name(kind):
+    with _lock:
+        _names[kind] = _names.get(kind, 0) + 1
+        return f"{kind}{_names[kind] - 1}"
+
+
+def _compiler(kind):
+    def compile_graph(gm, example_inputs):
+        _count("graphs")
+        return _Graph(gm, _name(kind))
+
+    return compile_graph
+
+
+def _outputs_need_grad(gm, example_inputs):
+    if not torch.is_grad_enabled():
+        return False
+    for node in gm.graph.nodes:
+        if node.op != "output":
+            continue
+        outs = node.args[0] if isinstance(node.args[0], (tuple, list)) else (node.args[0],)
+        known = True
+        for o in outs:
+            if not isinstance(o, torch.fx.Node):
+                continue
+            ev = o.meta.get("example_value", o.meta.get("val"))
+            if ev is None:
+                known = False
+                continue
+            if isinstance(ev, torch.Tensor) and ev.requires_grad:
+                return True
+        if known:
+            return False
+    return any(isinstance(x, torch.Tensor) and x.requires_grad for x in example_inputs)
 
 
 def backend(gm, example_inputs, **kwargs):
-    from torch._dynamo.backends.registry import lookup_backend
+    """The ``tpu`` Dynamo backend. ``mode=`` and ``options=`` (which
+    ``torch.compile`` passes on) are accepted; every mode compiles each
+    graph into one program."""
+    kwargs.pop("mode", None)
+    kwargs.pop("options", None)
+    if _outputs_need_grad(gm, example_inputs):
+        from torch._dynamo.backends.common import aot_autograd
 
-    return lookup_backend("aot_eager")(gm, example_inputs, **kwargs)
+        _count("aot_graphs")
+        return aot_autograd(
+            fw_compiler=_compiler("forward"),
+            bw_compiler=_compiler("backward"),
+            inference_compiler=_compiler("inference"),
+            keep_inference_input_mutations=True,
+        )(gm, example_inputs)
+    _count("graphs")
+    g = _Graph(gm, _name("graph"))
+
+    def run(*args):
+        return g(list(args))
+
+    run._tpuc_graph = g
+    return run
+
+
+def _on_tpu(inputs):
+    for x in inputs:
+        if isinstance(x, torch.Tensor) and x.device.type == "tpu":
+            return True
+    return False
+
+
+def install_default_backend():
+    """``torch.compile(model)`` with no backend picks Inductor, which has no
+    code generator for tpu; graphs whose inputs are on tpu go to this backend
+    instead (PyTorch has no per-device default backend to register)."""
+    wrapper = getattr(torch, "_TorchCompileInductorWrapper", None)
+    if wrapper is None or getattr(wrapper, "_tpuc_routed", False):
+        return
+    original = wrapper.__call__
+
+    def __call__(self, model_, inputs_):
+        if _on_tpu(inputs_):
+            return backend(model_, inputs_)
+        return original(self, model_, inputs_)
+
+    wrapper.__call__ = __call__
+    wrapper._tpuc_routed = True

@@ -411,3 +411,23 @@ def compile_cache_clear(disk=False):
     """Drops the in-memory tier (and with ``disk=True`` the on-disk entries)."""
     _lazy_init()
     _C().compile_cache_clear(bool(disk))
+
+
+def compile_stats():
+    """``torch.compile(backend="tpu")``: graphs handed to the backend, input
+    signatures captured as one program each (``captures``), recompiles and
+    what changed (``recompile_log``), ``replays``, programs compiled or
+    found in the compile cache, seconds compiling, graphs that run op by op
+    and why (``eager_reasons``), and donated input buffers."""
+    _lazy_init()
+    from . import compile as _compile
+
+    return _compile.stats()
+
+
+def compile_reset_stats():
+    """Clears compile_stats()."""
+    _lazy_init()
+    from . import compile as _compile
+
+    _compile.reset_stats()

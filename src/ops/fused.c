@@ -191,6 +191,17 @@ typedef struct fz_seg {
   uint64_t* win_hash;
   uint32_t* win_end;
   size_t win_cap;
+  /* A graph capture (fz_capture_start): nothing is cut for a repeat, the
+   * size limit or an argument check; any run of the segment meanwhile
+   * (a value needed on the host, a synchronize) breaks the capture. */
+  bool capturing;
+  bool broken;
+  char broke[160];
+  int saved_override; /* the thread's mode override before the capture */
+  /* Random ops' generator draws recorded during the capture. */
+  tpuc_buffer** rng_bufs;
+  uint64_t (*rng_vals)[2];
+  size_t nrng, rng_cap;
 } fz_seg;
 
 /* All fused state is under one recursive lock (a segment's run may need the
@@ -365,9 +376,13 @@ static void sb_type(hlo_sb* b, const tpuc_buffer* buf) {
 }
 
 /* The composed module of nodes [0, n) of `s`: externals in node order,
- * the live outputs (live[node * FZ_MAX_OUT + k]) returned in node order. */
+ * the live outputs (live[node * FZ_MAX_OUT + k]) returned in node order.
+ * With `param_of`, external j is parameter param_of[j] of @main (externals
+ * that are one buffer share a parameter) and there are `nparams` of them;
+ * alias[] is then per parameter. */
 static tpuc_status* compose(const fz_seg* s, size_t n, const bool* live,
-                            const int* alias, char** text, size_t* len) {
+                            const int* alias, const size_t* param_of,
+                            size_t nparams, char** text, size_t* len) {
   hlo_sb b = {0};
   hlo_sb_append(&b, "module @tpuc_fused {\n", 21);
   static const char kHead[] = "  func.func public @main(";
@@ -393,18 +408,22 @@ static tpuc_status* compose(const fz_seg* s, size_t n, const bool* live,
   }
   /* @main. */
   hlo_sb_append(&b, kHead, sizeof kHead - 1);
-  size_t ext = 0;
+  size_t ext = 0, declared = 0;
   for (size_t i = 0; i < n; i++) {
     const fz_node* nd = &s->nodes[i];
     for (uint32_t a = 0; a < nd->nin; a++) {
       if (nd->internal[a]) continue;
-      hlo_sb_printf(&b, "%s%%e%zu: ", ext ? ", " : "", ext);
-      sb_type(&b, nd->in[a]);
-      if (alias[ext] >= 0)
-        hlo_sb_printf(&b, " {tf.aliasing_output = %d : i32}", alias[ext]);
+      size_t p = param_of ? param_of[ext] : ext;
       ext++;
+      if (p < declared) continue; /* a buffer already declared */
+      hlo_sb_printf(&b, "%s%%e%zu: ", p ? ", " : "", p);
+      sb_type(&b, nd->in[a]);
+      if (alias != NULL && alias[p] >= 0)
+        hlo_sb_printf(&b, " {tf.aliasing_output = %d : i32}", alias[p]);
+      declared = p + 1;
     }
   }
+  (void)nparams;
   hlo_sb_append(&b, ") -> (", 6);
   size_t nret = 0;
   for (size_t i = 0; i < n; i++)
@@ -426,7 +445,8 @@ static tpuc_status* compose(const fz_seg* s, size_t n, const bool* live,
     for (uint32_t a = 0; a < nd->nin; a++) {
       if (a) hlo_sb_append(&b, ", ", 2);
       if (!nd->internal[a]) {
-        hlo_sb_printf(&b, "%%e%zu", ext++);
+        hlo_sb_printf(&b, "%%e%zu", param_of ? param_of[ext] : ext);
+        ext++;
         continue;
       }
       int64_t tag = tpuc_buffer_lazy_tag(nd->in[a]);
@@ -877,6 +897,11 @@ done:
  * ones become external). */
 static tpuc_status* run_prefix(fz_seg* s, size_t n, tpuc_fused_reason why) {
   if (n == 0) return NULL;
+  if (s->capturing && !s->broken) {
+    s->broken = true;
+    snprintf(s->broke, sizeof s->broke, "%s at %s (op %zu of the graph)",
+             tpuc_fused_reason_name(why), s->nodes[n - 1].name, n - 1);
+  }
   /* Later nodes that read results of the ones that run: those results
    * become external inputs of theirs, and so live outputs here. */
   for (size_t i = n; i < s->n; i++) {
@@ -965,7 +990,7 @@ static tpuc_status* run_prefix(fz_seg* s, size_t n, tpuc_fused_reason why) {
     bool again = false;
     if (exe == NULL) {
       again = note_recompile(s, n, key, &ev);
-      st = compose(s, n, live, alias, &text, &len);
+      st = compose(s, n, live, alias, NULL, next, &text, &len);
     }
     /* Inputs another device's segment computes are run first: the
      * background thread never runs recorded segments. */
@@ -1276,6 +1301,12 @@ tpuc_status* fz_record(tpuc_client* client, int device, fz_text* prog,
   /* An op with an argument check on the device (an index in range) runs
    * now, with everything before it, so a bad argument fails here, at the
    * op, with PyTorch's error. */
+  if (s->capturing) {
+    /* A capture keeps everything in one program (argument checks are
+     * read after it runs). */
+    unlock();
+    return NULL;
+  }
   if (has_check) {
     st = run_prefix(s, s->n, TPUC_FUSED_CHECK);
     if (st != NULL) {
@@ -1332,6 +1363,291 @@ tpuc_status* fz_record_zeros(tpuc_client* client, int device,
   return st;
 }
 
+/* ------------------------------ capture ---------------------------------
+ * A compiled graph (graph.c) is captured by running it once through the
+ * eager kernels with the segment of its device in capture mode: the ops
+ * are recorded as usual, nothing cuts the segment, and at the end the
+ * whole recording becomes ONE program whose outputs are exactly the values
+ * the graph hands out. */
+
+tpuc_status* fz_capture_start(tpuc_client* client, int device) {
+  lock();
+  jobs_retire();
+  fz_seg* s = open_segment(client, device, true);
+  tpuc_status* st = NULL;
+  if (s == NULL)
+    st = tpuc_status_make(TPUC_RESOURCE_EXHAUSTED, "no fused segment for "
+                          "device %d", device);
+  else if (s->capturing)
+    st = tpuc_status_make(TPUC_FAILED_PRECONDITION,
+                          "a graph is already being captured on device %d",
+                          device);
+  /* What was recorded before the graph runs first, by itself. */
+  if (st == NULL) st = run_prefix(s, s->n, TPUC_FUSED_SYNC);
+  if (st == NULL) {
+    s->capturing = true;
+    s->broken = false;
+    s->broke[0] = '\0';
+    s->saved_override = t_override;
+    t_override = TPUC_EAGER_FUSED;
+  }
+  unlock();
+  return st;
+}
+
+void fz_capture_note_rng(tpuc_client* client, int device, tpuc_buffer* buf,
+                         const uint64_t vals[2]) {
+  lock();
+  fz_seg* s = open_segment(client, device, false);
+  if (s != NULL && s->capturing) {
+    if (s->nrng == s->rng_cap) {
+      size_t cap = s->rng_cap ? 2 * s->rng_cap : 16;
+      tpuc_buffer** b = realloc(s->rng_bufs, sizeof *b * cap);
+      if (b != NULL) s->rng_bufs = b;
+      uint64_t(*v)[2] = realloc(s->rng_vals, sizeof *v * cap);
+      if (v != NULL) s->rng_vals = v;
+      if (b != NULL && v != NULL) s->rng_cap = cap;
+    }
+    if (s->nrng < s->rng_cap) {
+      tpuc_buffer_retain(buf);
+      s->rng_bufs[s->nrng] = buf;
+      s->rng_vals[s->nrng][0] = vals[0];
+      s->rng_vals[s->nrng][1] = vals[1];
+      s->nrng++;
+    } else if (!s->broken) {
+      s->broken = true;
+      snprintf(s->broke, sizeof s->broke, "out of host memory");
+    }
+  }
+  unlock();
+}
+
+void fz_captured_free(fz_captured* c) {
+  if (c == NULL) return;
+  for (size_t i = 0; i < c->nparams; i++) tpuc_buffer_release(c->params[i]);
+  free(c->params);
+  free(c->param_rng);
+  free(c->param_rng_vals);
+  free(c->wanted_res);
+  free(c->check_res);
+  free(c->check_code);
+  free(c->check_msg);
+  free(c->text);
+  if (c->exe != NULL) tpuc_executable_release(c->exe);
+  memset(c, 0, sizeof *c);
+}
+
+/* Pointer hash set: index of `b` in the first-seen order, inserting it. */
+static size_t ptr_slot(tpuc_buffer* const* keys, size_t mask,
+                       const tpuc_buffer* b) {
+  size_t h = (size_t)(((uintptr_t)b >> 4) * 0x9E3779B97F4A7C15ULL) & mask;
+  while (keys[h] != NULL && keys[h] != b) h = (h + 1) & mask;
+  return h;
+}
+
+static void capture_clear(fz_seg* s) {
+  for (size_t i = 0; i < s->n; i++) node_clear(&s->nodes[i]);
+  s->n = 0;
+  s->fp = (tpuc_fingerprint){0, 0};
+  for (size_t i = 0; i < s->nrng; i++) tpuc_buffer_release(s->rng_bufs[i]);
+  s->nrng = 0;
+  windows_reset(s);
+}
+
+tpuc_status* fz_capture_finish(tpuc_client* client, int device,
+                               tpuc_buffer* const* wanted, size_t nwanted,
+                               bool abandon, fz_captured* out) {
+  memset(out, 0, sizeof *out);
+  lock();
+  fz_seg* s = open_segment(client, device, false);
+  if (s == NULL || !s->capturing) {
+    unlock();
+    return tpuc_status_make(TPUC_FAILED_PRECONDITION,
+                            "no graph is being captured on device %d", device);
+  }
+  s->capturing = false;
+  t_override = s->saved_override;
+  size_t n = s->n;
+  out->nops = n;
+  bool* live = calloc(n * FZ_MAX_OUT + 1, sizeof *live);
+  tpuc_status* st = NULL;
+  if (live == NULL) {
+    s->broken = true;
+    snprintf(s->broke, sizeof s->broke, "out of host memory");
+  }
+  if (abandon && !s->broken) {
+    s->broken = true;
+    snprintf(s->broke, sizeof s->broke, "the graph raised an error");
+  }
+  for (size_t w = 0; !s->broken && w < nwanted; w++) {
+    if (tpuc_buffer_lazy_owner(wanted[w]) != s) continue;
+    int64_t tag = tpuc_buffer_lazy_tag(wanted[w]);
+    live[(size_t)(tag / FZ_TAG) * FZ_MAX_OUT + (size_t)(tag % FZ_TAG)] = true;
+  }
+  /* A result something outside the graph still holds (neither an output
+   * nor an input's new value) would never be computed by replays. */
+  for (size_t i = 0; !s->broken && i < n; i++) {
+    fz_node* nd = &s->nodes[i];
+    for (uint32_t k = 0; k < nd->nout; k++) {
+      if (nd->has_check && k + 1 == nd->nout) {
+        live[i * FZ_MAX_OUT + k] = true;
+        continue;
+      }
+      if (live[i * FZ_MAX_OUT + k]) continue;
+      if (tpuc_buffer_refs(nd->out[k]) > 1 + (int)nd->uses[k]) {
+        s->broken = true;
+        snprintf(s->broke, sizeof s->broke,
+                 "a result of %s (op %zu) is held outside the graph's outputs",
+                 nd->name, i);
+      }
+    }
+  }
+  if (s->broken) {
+    out->broken = true;
+    snprintf(out->why, sizeof out->why, "%s", s->broke);
+    s->broken = false;
+    for (size_t i = 0; i < s->nrng; i++) tpuc_buffer_release(s->rng_bufs[i]);
+    s->nrng = 0;
+    /* Everything recorded runs as ordinary fused segments. */
+    st = run_prefix(s, s->n, TPUC_FUSED_SYNC);
+    free(live);
+    unlock();
+    return st;
+  }
+  /* Parameters: the distinct external buffers, in first-use order. */
+  size_t next = 0;
+  for (size_t i = 0; i < n; i++)
+    for (uint32_t a = 0; a < s->nodes[i].nin; a++)
+      next += !s->nodes[i].internal[a];
+  size_t cap = 16;
+  while (cap < 2 * next + 2) cap *= 2;
+  tpuc_buffer** keys = calloc(cap, sizeof *keys);
+  size_t* idx = calloc(cap, sizeof *idx);
+  size_t* param_of = calloc(next + 1, sizeof *param_of);
+  out->params = calloc(next + 1, sizeof *out->params);
+  size_t nres = 0;
+  for (size_t q = 0; q < n * FZ_MAX_OUT; q++) nres += live[q];
+  size_t* res_of = calloc(n * FZ_MAX_OUT + 1, sizeof *res_of);
+  tpuc_buffer** outs = calloc(nres + 1, sizeof *outs);
+  out->wanted_res = malloc(sizeof *out->wanted_res * (nwanted + 1));
+  if (keys == NULL || idx == NULL || param_of == NULL || out->params == NULL ||
+      res_of == NULL || outs == NULL || out->wanted_res == NULL)
+    st = tpuc_status_make(TPUC_RESOURCE_EXHAUSTED, "out of host memory");
+  size_t e = 0;
+  for (size_t i = 0; st == NULL && i < n; i++)
+    for (uint32_t a = 0; a < s->nodes[i].nin; a++) {
+      if (s->nodes[i].internal[a]) continue;
+      tpuc_buffer* b = s->nodes[i].in[a];
+      size_t h = ptr_slot(keys, cap - 1, b);
+      if (keys[h] == NULL) {
+        keys[h] = b;
+        idx[h] = out->nparams;
+        tpuc_buffer_retain(b);
+        out->params[out->nparams++] = b;
+      }
+      param_of[e++] = idx[h];
+    }
+  /* Which parameters are random ops' generator draws. */
+  if (st == NULL) {
+    out->param_rng = calloc(out->nparams + 1, sizeof *out->param_rng);
+    out->param_rng_vals =
+        calloc(out->nparams + 1, sizeof *out->param_rng_vals);
+    if (out->param_rng == NULL || out->param_rng_vals == NULL)
+      st = tpuc_status_make(TPUC_RESOURCE_EXHAUSTED, "out of host memory");
+  }
+  for (size_t r = 0; st == NULL && r < s->nrng; r++) {
+    size_t h = ptr_slot(keys, cap - 1, s->rng_bufs[r]);
+    if (keys[h] == NULL) continue; /* not read by the program */
+    out->param_rng[idx[h]] = true;
+    out->param_rng_vals[idx[h]][0] = s->rng_vals[r][0];
+    out->param_rng_vals[idx[h]][1] = s->rng_vals[r][1];
+    out->rng_draws++;
+  }
+  size_t r = 0;
+  for (size_t q = 0; q < n * FZ_MAX_OUT; q++)
+    if (live[q]) res_of[q] = r++;
+  out->nres = nres;
+  for (size_t w = 0; st == NULL && w < nwanted; w++) {
+    out->wanted_res[w] = -1;
+    if (tpuc_buffer_lazy_owner(wanted[w]) != s) continue;
+    int64_t tag = tpuc_buffer_lazy_tag(wanted[w]);
+    out->wanted_res[w] =
+        (long)res_of[(size_t)(tag / FZ_TAG) * FZ_MAX_OUT + (size_t)(tag % FZ_TAG)];
+  }
+  size_t nchecks = 0;
+  for (size_t i = 0; i < n; i++) nchecks += s->nodes[i].has_check;
+  if (st == NULL && nchecks > 0) {
+    out->check_res = malloc(sizeof *out->check_res * nchecks);
+    out->check_code = malloc(sizeof *out->check_code * nchecks);
+    out->check_msg = malloc(sizeof *out->check_msg * nchecks);
+    if (out->check_res == NULL || out->check_code == NULL ||
+        out->check_msg == NULL)
+      st = tpuc_status_make(TPUC_RESOURCE_EXHAUSTED, "out of host memory");
+    for (size_t i = 0; st == NULL && i < n; i++) {
+      fz_node* nd = &s->nodes[i];
+      if (!nd->has_check) continue;
+      out->check_res[out->nchecks] = res_of[i * FZ_MAX_OUT + nd->nout - 1];
+      out->check_code[out->nchecks] = nd->check_code;
+      out->check_msg[out->nchecks] = nd->check_msg ? nd->check_msg
+                                                   : "bad argument";
+      out->nchecks++;
+    }
+  }
+  if (st == NULL && nres == 0)
+    st = tpuc_status_make(TPUC_UNIMPLEMENTED, "the graph computes nothing");
+  if (st == NULL)
+    st = compose(s, n, live, NULL, param_of, out->nparams, &out->text,
+                 &out->len);
+  if (st == NULL) {
+    tpuc_cache_source src = TPUC_CACHE_COMPILED;
+    double t0 = tpuc_now_seconds();
+    st = tpuc_compile(client, out->text, out->len, NULL, &out->exe, &src);
+    out->seconds = tpuc_now_seconds() - t0;
+    out->source = (int)src;
+    if (st != NULL && getenv("TPUC_FUSED_DUMP") != NULL)
+      fprintf(stderr, "%.*s\n", (int)out->len, out->text);
+  }
+  if (st == NULL)
+    st = tpuc_execute(out->exe, device, out->params, out->nparams, NULL, outs,
+                      nres);
+  if (st != NULL) {
+    st = tpuc_status_annotate(st, "graph of %zu ops from %s", n,
+                              n ? s->nodes[0].name : "?");
+    fail_outputs(s, n, st);
+  } else {
+    r = 0;
+    for (size_t i = 0; i < n; i++)
+      for (uint32_t k = 0; k < s->nodes[i].nout; k++)
+        if (live[i * FZ_MAX_OUT + k])
+          tpuc_buffer_lazy_fill(s->nodes[i].out[k], outs[r++]);
+    /* Dead results: nothing reads them (checked above). */
+    tpuc_status* dead = tpuc_status_make(TPUC_INTERNAL, "not computed");
+    fail_outputs(s, n, dead);
+    tpuc_status_free(dead);
+  }
+  /* The argument checks of this first run, in op order. */
+  for (size_t c = 0; st == NULL && c < out->nchecks; c++) {
+    size_t i = 0, seen = 0;
+    for (; i < n; i++)
+      if (s->nodes[i].has_check && seen++ == c) break;
+    uint8_t bad = 0;
+    fz_node* nd = &s->nodes[i];
+    st = tpuc_buffer_to_host(nd->out[nd->nout - 1], &bad, 1);
+    if (st == NULL && bad)
+      st = tpuc_status_make(out->check_code[c], "%s", out->check_msg[c]);
+  }
+  capture_clear(s);
+  free(keys);
+  free(idx);
+  free(param_of);
+  free(res_of);
+  free(outs);
+  free(live);
+  unlock();
+  if (st != NULL) fz_captured_free(out);
+  return st;
+}
+
 static void on_client_destroy(tpuc_client* client, void* user) {
   (void)user;
   lock();
@@ -1353,6 +1669,9 @@ static void on_client_destroy(tpuc_client* client, void* user) {
     free(s->nodes);
     free(s->win_hash);
     free(s->win_end);
+    for (size_t k = 0; k < s->nrng; k++) tpuc_buffer_release(s->rng_bufs[k]);
+    free(s->rng_bufs);
+    free(s->rng_vals);
     free(s);
     g_open[i] = g_open[--g_nopen];
   }

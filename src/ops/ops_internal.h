@@ -138,6 +138,51 @@ tpuc_status* fz_record(tpuc_client* client, int device, fz_text* prog,
 tpuc_status* fz_record_zeros(tpuc_client* client, int device,
                              tpuc_storage* storage);
 
+/* ---- graph capture (fused.c, for graph.c) ---- */
+
+/* Starts capturing what the calling thread records on `device` as one
+ * graph: what was recorded before runs first; the thread records in fused
+ * mode until fz_capture_finish. */
+tpuc_status* fz_capture_start(tpuc_client* client, int device);
+/* A random op's generator draw recorded during a capture (the program
+ * argument `buf` holds `vals`: seed, counter). */
+void fz_capture_note_rng(tpuc_client* client, int device, tpuc_buffer* buf,
+                         const uint64_t vals[2]);
+
+typedef struct fz_captured {
+  bool broken;   /* not one program: the ops ran as fused segments */
+  char why[160]; /* ... because */
+  size_t nops;
+  char* text; /* @main(params) -> (results), no aliases */
+  size_t len;
+  tpuc_executable* exe; /* compiled from text */
+  int source;           /* a tpuc_cache_source */
+  double seconds;       /* compile or load time */
+  size_t nparams;
+  tpuc_buffer** params; /* retained: the distinct external buffers */
+  bool* param_rng;      /* per parameter: a generator draw */
+  uint64_t (*param_rng_vals)[2];
+  size_t rng_draws;
+  size_t nres;
+  long* wanted_res; /* per wanted buffer: its result, or -1 (not computed
+                       by the graph: an external buffer) */
+  size_t nchecks; /* argument checks: result, error code and message */
+  size_t* check_res;
+  tpuc_code* check_code;
+  const char** check_msg;
+} fz_captured;
+
+/* Ends the capture: the recording becomes one program whose results are
+ * the `wanted` buffers computed in it (and the argument checks), compiled
+ * through the cache and run once on the captured inputs, which fills the
+ * wanted buffers. With `abandon`, or when the capture broke (a value was
+ * needed on the host meanwhile, a result is held outside the graph),
+ * everything runs as fused segments and out->broken says why. */
+tpuc_status* fz_capture_finish(tpuc_client* client, int device,
+                               tpuc_buffer* const* wanted, size_t nwanted,
+                               bool abandon, fz_captured* out);
+void fz_captured_free(fz_captured* c);
+
 /* ---- helpers for lowerings ---- */
 
 /* Adds a host check of scalar argument i (SCALAR kind); false when the

@@ -1260,6 +1260,8 @@ static tpuc_status* run_phase(tpuc_client* client, int device, int index,
     int64_t two = 2;
     st = tpuc_buffer_from_host(client, device, TPUC_DTYPE_U64, &two, 1,
                                options->rng, NULL, &r.in[r.nin]);
+    if (st == NULL && mode == TPUC_EAGER_FUSED)
+      fz_capture_note_rng(client, device, r.in[r.nin], options->rng);
     if (st == NULL) r.nin++;
   }
   for (size_t i = 0; st == NULL && i < num_args; i++)

@@ -1,0 +1,113 @@
+/* Compiled graphs (torch.compile, shared/DESIGN.md "Deferred op graph").
+ *
+ * A graph is captured by running it once through the eager kernels: the
+ * thread records its ops in fused mode with nothing cutting the segment,
+ * and the recording becomes ONE program. The graph remembers where each
+ * argument of that program comes from (the value of an input's storage, a
+ * constant of the graph, a draw of the device's generator), which results
+ * are the storages of its outputs, and which are the new values of inputs
+ * it wrote in place. A replay runs that program on new inputs with no op
+ * dispatch: one execution, input storages whose old value nothing else
+ * holds are donated to their new values, outputs come back as new
+ * storages. A capture that cannot become one program (a value needed on
+ * the host inside the graph, an op with no lowering) still computes its
+ * results, as fused segments, and says why. */
+#ifndef TPUC_GRAPH_H_
+#define TPUC_GRAPH_H_
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tpuc/client.h"
+#include "tpuc/status.h"
+#include "tpuc/storage.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct tpuc_graph tpuc_graph;
+
+/* Starts capturing the ops the calling thread runs on `device`. `inputs`
+ * are the graph's tensor inputs; (rng_seed, rng_offset) the state of the
+ * device's default generator (its seed, and the offset its next draw
+ * takes). One capture per device at a time. */
+tpuc_status* tpuc_graph_capture_begin(tpuc_client* client, int device,
+                                      const tpuc_view* inputs, size_t nin,
+                                      uint64_t rng_seed, uint64_t rng_offset);
+
+/* Ends the capture of the calling thread: `outputs` are the graph's tensor
+ * outputs. The captured program runs once for this call, so the outputs
+ * (and the inputs written in place) have their values either way. *out is
+ * the graph, or NULL when it is not one program; then `why` says why.
+ * With `abandon` (the graph's code raised), what was recorded runs as
+ * fused segments and *out is NULL. */
+tpuc_status* tpuc_graph_capture_end(tpuc_client* client, int device,
+                                    const tpuc_view* outputs, size_t nout,
+                                    bool abandon, tpuc_graph** out, char* why,
+                                    size_t why_cap);
+
+/* Where output i's storage comes from, and its view of it. */
+typedef struct tpuc_graph_output {
+  int input;   /* >= 0: the storage of input `input` */
+  int storage; /* else: new storage `storage` of the replay */
+  tpuc_dtype dtype;
+  int rank;
+  int64_t sizes[TPUC_MAX_RANK];
+  int64_t strides[TPUC_MAX_RANK];
+  int64_t offset;
+} tpuc_graph_output;
+
+size_t tpuc_graph_num_outputs(const tpuc_graph* g);
+const tpuc_graph_output* tpuc_graph_output_at(const tpuc_graph* g, size_t i);
+/* New storages a replay fills, and the size of each. */
+size_t tpuc_graph_num_storages(const tpuc_graph* g);
+size_t tpuc_graph_storage_nbytes(const tpuc_graph* g, size_t j);
+/* Generator draws a replay takes (random ops in the graph). */
+uint64_t tpuc_graph_rng_draws(const tpuc_graph* g);
+/* Ops captured, program arguments and results. */
+size_t tpuc_graph_num_ops(const tpuc_graph* g);
+
+/* True when `inputs` look as the ones the graph was captured with: device,
+ * dtypes, sizes, strides, offsets, storage sizes, and which inputs share a
+ * storage. */
+bool tpuc_graph_matches(const tpuc_graph* g, const tpuc_view* inputs,
+                        size_t nin);
+
+/* Runs the graph on `inputs` (which must match). `storages` are the
+ * tpuc_graph_num_storages() new storages of the outputs, created by the
+ * caller with the sizes above: they receive their values. Inputs the graph
+ * writes get their new values. The generator draws start at `rng_offset`
+ * (the caller advances its generator by tpuc_graph_rng_draws). The
+ * execution is asynchronous unless an op of the graph checks its
+ * arguments on the device (an index in range): then it waits and reports
+ * PyTorch's error. */
+tpuc_status* tpuc_graph_replay(tpuc_graph* g, const tpuc_view* inputs,
+                               size_t nin, tpuc_storage* const* storages,
+                               size_t nstorages, uint64_t rng_seed,
+                               uint64_t rng_offset);
+
+void tpuc_graph_retain(tpuc_graph* g);
+void tpuc_graph_release(tpuc_graph* g);
+
+typedef struct tpuc_graph_stats {
+  uint64_t captures;         /* graphs captured as one program */
+  uint64_t capture_failures; /* captures that were not one program */
+  uint64_t replays;
+  uint64_t ops_replayed;     /* ops of the replayed graphs, summed */
+  uint64_t compiles;         /* programs compiled (captures, variants) */
+  uint64_t cache_hits;       /* ... found in the compile cache instead */
+  uint64_t disk_hits;        /* ... of which in its disk tier */
+  uint64_t variants;         /* extra programs for another donation set */
+  uint64_t donated;          /* input buffers given to their new values */
+  double compile_seconds;    /* compiling or loading graph programs */
+} tpuc_graph_stats;
+
+void tpuc_graph_get_stats(tpuc_graph_stats* out);
+void tpuc_graph_reset_stats(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TPUC_GRAPH_H_ */
