@@ -102,13 +102,21 @@ py::tuple capture_end(int device, const std::vector<at::Tensor>& outputs,
     st = tpuc_graph_capture_end(client(), device, views.data(), views.size(),
                                 abandon, &g, buf, sizeof buf);
   }
+  if (st != nullptr && tpuc_status_code(st) == TPUC_UNIMPLEMENTED) {
+    // An argument check leaves the decision to the CPU: the caller runs
+    // the call eagerly.
+    tpuc_status_free(st);
+    return py::make_tuple(py::bool_(false), std::string());
+  }
   check(st);
   if (why.empty()) why = buf;
   if (g == nullptr) return py::make_tuple(py::none(), why);
   return py::make_tuple(std::make_shared<Graph>(g, device), why);
 }
 
-// Runs the graph on `inputs`; None when they do not match it.
+// Runs the graph on `inputs`; None when they do not match it, False when
+// an argument check leaves the decision to the CPU (the caller runs the
+// call eagerly, which raises PyTorch's own error).
 py::object replay(const std::shared_ptr<Graph>& graph,
                   const std::vector<at::Tensor>& inputs) {
   tpuc_graph* g = graph->g;
@@ -141,6 +149,10 @@ py::object replay(const std::shared_ptr<Graph>& graph,
     py::gil_scoped_release release;
     st = tpuc_graph_replay(g, views.data(), views.size(), raw.data(), nnew,
                            seed, offset);
+  }
+  if (st != nullptr && tpuc_status_code(st) == TPUC_UNIMPLEMENTED) {
+    tpuc_status_free(st);
+    return py::bool_(false);
   }
   check(st);
   size_t nout = tpuc_graph_num_outputs(g);

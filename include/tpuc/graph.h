@@ -81,8 +81,10 @@ bool tpuc_graph_matches(const tpuc_graph* g, const tpuc_view* inputs,
  * writes get their new values. The generator draws start at `rng_offset`
  * (the caller advances its generator by tpuc_graph_rng_draws). The
  * execution is asynchronous unless an op of the graph checks its
- * arguments on the device (an index in range): then it waits and reports
- * PyTorch's error. */
+ * arguments on the device (an index in range): then it waits, and a bad
+ * argument leaves every input as it was and reports the op's error;
+ * UNIMPLEMENTED there means the CPU decides (run the call eagerly to get
+ * PyTorch's own error). */
 tpuc_status* tpuc_graph_replay(tpuc_graph* g, const tpuc_view* inputs,
                                size_t nin, tpuc_storage* const* storages,
                                size_t nstorages, uint64_t rng_seed,

@@ -23,6 +23,8 @@ graph) runs through the eager kernels on every call instead, in the current
 eager mode; ``torch.tpu.compile_stats()`` counts those and says why.
 """
 
+import importlib.abc
+import sys
 import threading
 import warnings
 
@@ -94,21 +96,42 @@ def _describe(args, tpos):
 class _Graph:
     """One FX graph: a captured program per input signature."""
 
-    _boxed_call = True  # AOTAutograd passes the arguments as one list
-
     def __init__(self, gm, name):
+        # AOTAutograd passes the arguments as one list (an instance
+        # attribute: the wrappers it puts around a backward copy __dict__).
+        self._boxed_call = True
         self.gm = gm
         self.name = name
         self.variants = []  # (C graph, scalar args, output template)
         self.tpos = None  # positions of the tensor arguments
         self.spos = None  # positions of the others
         self.eager_reason = None
+        self._reported = False
         self.last_sig = None
+        # Tensors the graph holds as attributes (Dynamo's static inputs:
+        # parameters, optimizer state) are inputs of the program too: their
+        # storages' current values are read, and written, at every call.
+        self.attrs = []
+        for node in gm.graph.nodes:
+            if node.op != "get_attr":
+                continue
+            obj = gm
+            for part in node.target.split("."):
+                obj = getattr(obj, part, None)
+            if not isinstance(obj, torch.Tensor):
+                continue
+            if obj.device.type == "tpu":
+                self.attrs.append(obj)
+            elif any(_writes(user, node) for user in node.users):
+                # Updated on the host while the capture runs, never by the
+                # program: every call must run the graph's code.
+                self.eager_reason = f"the graph writes the {obj.device} tensor {node.target}"
 
     def _mark_eager(self, reason):
         if self.eager_reason is not None:
             return
         self.eager_reason = reason
+        self._reported = True
         with _lock:
             _stats["eager_graphs"] += 1
             _reasons[reason] = _reasons.get(reason, 0) + 1
@@ -123,13 +146,22 @@ class _Graph:
         _count("eager_calls")
         return self.gm(*args)
 
-    def __call__(self, args):
+    def __call__(self, *args):
+        if self.eager_reason is not None and not self._reported:
+            reason, self.eager_reason = self.eager_reason, None
+            self._mark_eager(reason)
+        # Boxed (one list, AOTAutograd's convention) or plain arguments (a
+        # wrapper that hides _boxed_call): graph inputs are never lists.
+        if len(args) == 1 and type(args[0]) is list:
+            args = args[0]
         if self.eager_reason is not None:
             return self._eager(args)
         if self.tpos is None:
             self.tpos = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
             self.spos = [i for i, a in enumerate(args) if not isinstance(a, torch.Tensor)]
         tensors = [args[i] for i in self.tpos]
+        if self.attrs:
+            tensors += self.attrs
         scalars = tuple(args[i] for i in self.spos) if self.spos else ()
         from . import _C
 
@@ -139,6 +171,9 @@ class _Graph:
             out = _C.graph_replay(graph, tensors)
             if out is None:
                 continue
+            if out is False:  # an argument check: the CPU decides
+                _count("eager_calls")
+                return self.gm(*args)
             return self._assemble(template, out, args)
         return self._capture(args, tensors, scalars)
 
@@ -194,6 +229,9 @@ class _Graph:
                 _C.graph_capture_end(device, [], True)
                 return self._eager_after(out, f"the graph returns a {type(v).__name__}")
         graph, why = _C.graph_capture_end(device, out_tensors, False)
+        if graph is False:  # an argument check: the CPU decides
+            _count("eager_calls")
+            return self.gm(*args)
         if graph is None:
             return self._eager_after(out, why)
         sig = (_describe(args, self.tpos), scalars)
@@ -210,6 +248,20 @@ class _Graph:
         """The capture's results stand; later calls run op by op."""
         self._mark_eager(reason)
         return out
+
+
+def _writes(user, node):
+    """True when FX node ``user`` is an in-place op that writes ``node``."""
+    if user.op != "call_function" and user.op != "call_method":
+        return False
+    name = getattr(user.target, "__name__", str(user.target))
+    name = name.split(".")[0]
+    if not name.endswith("_") or name.startswith("__"):
+        return False
+    first = user.args[0] if user.args else None
+    if isinstance(first, (list, tuple)):
+        return node in first
+    return first is node
 
 
 def _what_changed(before, after):
@@ -265,6 +317,79 @@ def _outputs_need_grad(gm, example_inputs):
     return any(isinstance(x, torch.Tensor) and x.requires_grad for x in example_inputs)
 
 
+_capturable_installed = False
+
+
+def _install_capturable():
+    """Dynamo compiles an optimizer's step with ``capturable=True`` when its
+    parameters are on cuda or xpu, so the step counters live on the device
+    and are part of the graph; tpu gets the same (a CPU step counter would
+    be updated outside the program)."""
+    global _capturable_installed
+    if _capturable_installed:
+        return
+    _capturable_installed = True
+    try:
+        from torch._dynamo.variables.optimizer import OptimizerVariable
+    except ImportError:
+        return
+    original = OptimizerVariable._set_capturable
+
+    def _set_capturable(self, tx):
+        for group in self.value.param_groups:
+            params = group.get("params", [])
+            if (
+                "capturable" in group
+                and params
+                and all(getattr(p, "device", None) is not None and p.device.type == "tpu" for p in params)
+                and all(p not in self.value.state for p in params)
+            ):
+                group["capturable"] = True
+        return original(self, tx)
+
+    OptimizerVariable._set_capturable = _set_capturable
+
+
+_OPTIMIZER_MODULE = "torch._dynamo.variables.optimizer"
+
+
+class _AfterImport:
+    """A meta-path finder that runs ``hook`` once ``name`` is imported (so
+    importing tpuc does not import Dynamo)."""
+
+    def __init__(self, name, hook):
+        self.name, self.hook = name, hook
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != self.name:
+            return None
+        import importlib.util
+
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(fullname)
+        if spec is None or spec.loader is None:
+            return spec
+        loader, hook = spec.loader, self.hook
+
+        class _Loader(importlib.abc.Loader):
+            def create_module(self, spec):
+                return loader.create_module(spec)
+
+            def exec_module(self, module):
+                loader.exec_module(module)
+                hook()
+
+        spec.loader = _Loader()
+        return spec
+
+
+def _install_capturable_lazily():
+    if _OPTIMIZER_MODULE in sys.modules:
+        _install_capturable()
+    elif not any(isinstance(f, _AfterImport) for f in sys.meta_path):
+        sys.meta_path.insert(0, _AfterImport(_OPTIMIZER_MODULE, _install_capturable))
+
+
 def backend(gm, example_inputs, **kwargs):
     """The ``tpu`` Dynamo backend. ``mode=`` and ``options=`` (which
     ``torch.compile`` passes on) are accepted; every mode compiles each
@@ -284,11 +409,7 @@ def backend(gm, example_inputs, **kwargs):
     _count("graphs")
     g = _Graph(gm, _name("graph"))
 
-    def run(*args):
-        return g(list(args))
-
-    run._tpuc_graph = g
-    return run
+    return g
 
 
 def _on_tpu(inputs):
@@ -299,9 +420,12 @@ def _on_tpu(inputs):
 
 
 def install_default_backend():
-    """``torch.compile(model)`` with no backend picks Inductor, which has no
+    """Installs the routing below and the optimizer rule above.
+
+    ``torch.compile(model)`` with no backend picks Inductor, which has no
     code generator for tpu; graphs whose inputs are on tpu go to this backend
     instead (PyTorch has no per-device default backend to register)."""
+    _install_capturable_lazily()
     wrapper = getattr(torch, "_TorchCompileInductorWrapper", None)
     if wrapper is None or getattr(wrapper, "_tpuc_routed", False):
         return

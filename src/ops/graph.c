@@ -372,7 +372,7 @@ static tpuc_status* build_graph(fz_captured* c, const tpuc_view* outputs,
     } else {
       val_of_external(wanted[nnew + u], &g->upd_val[u]);
     }
-    if (r < 0) continue;
+    if (r < 0 || c->nchecks > 0) continue;
     /* Its old value may go to its new one where the program reads it. */
     for (size_t p = 0; p < g->nparams; p++) {
       if (g->params[p].kind != GP_INPUT || g->params[p].input != upd[u])
@@ -732,17 +732,19 @@ tpuc_status* tpuc_graph_replay(tpuc_graph* g, const tpuc_view* in, size_t nin,
   if (st == NULL)
     st = tpuc_execute(exe, g->device, args, g->nparams, donate, outs, g->nres);
   if (exe != NULL) tpuc_executable_release(exe);
-  for (size_t j = 0; st == NULL && j < g->nnew; j++)
-    st = tpuc_storage_set_value(storages[j], value_of(&g->new_val[j], vals, outs));
-  for (size_t u = 0; st == NULL && u < g->nupd; u++)
-    st = tpuc_storage_set_value(in[g->upd_input[u]].storage,
-                                value_of(&g->upd_val[u], vals, outs));
+  /* Argument checks first: a bad argument leaves the inputs as they were
+   * (a graph with checks donates nothing). */
   for (size_t k = 0; st == NULL && k < g->nchecks; k++) {
     uint8_t bad = 0;
     st = tpuc_buffer_to_host(outs[g->check_res[k]], &bad, 1);
     if (st == NULL && bad)
       st = tpuc_status_make(g->check_code[k], "%s", g->check_msg[k]);
   }
+  for (size_t j = 0; st == NULL && j < g->nnew; j++)
+    st = tpuc_storage_set_value(storages[j], value_of(&g->new_val[j], vals, outs));
+  for (size_t u = 0; st == NULL && u < g->nupd; u++)
+    st = tpuc_storage_set_value(in[g->upd_input[u]].storage,
+                                value_of(&g->upd_val[u], vals, outs));
   if (st == NULL) {
     pthread_mutex_lock(&g_smu);
     g_stats.replays++;
