@@ -187,6 +187,7 @@ py::dict graph_stats() {
   d["variants"] = s.variants;
   d["donated"] = s.donated;
   d["compile_seconds"] = s.compile_seconds;
+  d["execute_seconds"] = s.execute_seconds;
   return d;
 }
 
@@ -204,6 +205,7 @@ void register_graph(py::module& m) {
   m.def("graph_replay", &replay);
   m.def("graph_stats", &graph_stats);
   m.def("graph_reset_stats", [] { tpuc_graph_reset_stats(); });
+  m.def("graph_set_timing", [](bool on) { tpuc_graph_set_timing(on); });
 }
 
 }  // namespace tpuc_torch

@@ -104,7 +104,14 @@ typedef struct tpuc_graph_stats {
   uint64_t variants;         /* extra programs for another donation set */
   uint64_t donated;          /* input buffers given to their new values */
   double compile_seconds;    /* compiling or loading graph programs */
+  /* With timing on: seconds from each replay's execution until its
+   * results were ready (the plugin's own time for the program). */
+  double execute_seconds;
 } tpuc_graph_stats;
+
+/* Timing (for benchmarks): each replay waits for its results and adds the
+ * execution's time to execute_seconds. Off by default. */
+void tpuc_graph_set_timing(bool on);
 
 void tpuc_graph_get_stats(tpuc_graph_stats* out);
 void tpuc_graph_reset_stats(void);

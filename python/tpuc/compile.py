@@ -66,6 +66,7 @@ def stats():
         "donation_variants": c["variants"],
         "donated": c["donated"],
         "compile_seconds": c["compile_seconds"],
+        "execute_seconds": c["execute_seconds"],
     })
     return out
 
