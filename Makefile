@@ -12,6 +12,9 @@
 #   make bench-runtime  run build/bench_runtime only, table
 #   make bench-eager    run bench/bench_eager.py only (eager modes on GPT-2 and
 #                       Llama, JSON + PNG in bench/results/), table
+#   make bench-compile  run bench/bench_compile.py only (torch.compile against
+#                       the eager modes and the plugin's own execute time,
+#                       JSON + PNG in bench/results/), table
 #   make format         clang-format -i over the C/C++ sources
 #   make clean          remove the build trees (make distclean: and .venv)
 #
@@ -33,7 +36,7 @@ export JOBS FUZZ_SECONDS FUZZ_FLAGS
 
 .PHONY: all build setup demo test test-c test-py test-conformance \
 	conformance-report test-asan test-fuzz bench \
-	bench-runtime bench-device bench-eager format clean distclean
+	bench-runtime bench-device bench-eager bench-compile format clean distclean
 
 all: build
 
@@ -90,6 +93,7 @@ bench: build
 	done
 	TPUC_BENCH_RESULTS_DIR="$(CURDIR)/$(BENCH_RESULTS)" $(PYTHON) bench/bench_device.py
 	TPUC_BENCH_RESULTS_DIR="$(CURDIR)/$(BENCH_RESULTS)" $(PYTHON) bench/bench_eager.py $(BENCH_EAGER_ARGS)
+	TPUC_BENCH_RESULTS_DIR="$(CURDIR)/$(BENCH_RESULTS)" $(PYTHON) bench/bench_compile.py $(BENCH_COMPILE_ARGS)
 	$(PYTHON) scripts/bench_table.py $(BENCH_RESULTS)
 
 bench-device: build
@@ -106,6 +110,12 @@ bench-runtime: build
 bench-eager: build
 	mkdir -p $(BENCH_RESULTS)
 	TPUC_BENCH_RESULTS_DIR="$(CURDIR)/$(BENCH_RESULTS)" $(PYTHON) bench/bench_eager.py $(BENCH_EAGER_ARGS)
+	$(PYTHON) scripts/bench_table.py $(BENCH_RESULTS)
+
+# BENCH_COMPILE_ARGS: e.g. --models tiny,gpt2_2layer --quick.
+bench-compile: build
+	mkdir -p $(BENCH_RESULTS)
+	TPUC_BENCH_RESULTS_DIR="$(CURDIR)/$(BENCH_RESULTS)" $(PYTHON) bench/bench_compile.py $(BENCH_COMPILE_ARGS)
 	$(PYTHON) scripts/bench_table.py $(BENCH_RESULTS)
 
 format:

@@ -70,8 +70,8 @@ uint64_t tpuc_graph_rng_draws(const tpuc_graph* g);
 size_t tpuc_graph_num_ops(const tpuc_graph* g);
 
 /* True when `inputs` look as the ones the graph was captured with: device,
- * dtypes, sizes, strides, offsets, storage sizes, and which inputs share a
- * storage. */
+ * dtypes, sizes, strides, offsets, storage sizes, the element type each
+ * storage's value is kept in, and which inputs share a storage. */
 bool tpuc_graph_matches(const tpuc_graph* g, const tpuc_view* inputs,
                         size_t nin);
 

@@ -276,7 +276,8 @@ def _what_changed(before, after):
             return f"tensor input {i}: shape {b[0]} dtype {b[1]} stride {b[2]} -> shape {a[0]} dtype {a[1]} stride {a[2]}"
     if bs != as_:
         return f"non-tensor inputs {bs} -> {as_}"
-    return "storage offsets, storage sizes or aliasing of the inputs"
+    return ("storage offsets, storage sizes, the element type a storage's value is kept in "
+            "(bytes after a host write), or aliasing of the inputs")
 
 
 _names = {}

@@ -36,6 +36,7 @@ typedef struct {
   int64_t strides[TPUC_MAX_RANK];
   int64_t offset;
   size_t nbytes;
+  tpuc_dtype value_dtype; /* the element type of the storage's value */
   long alias_of; /* the first input with the same storage, or -1 */
 } g_input;
 
@@ -320,6 +321,7 @@ static tpuc_status* build_graph(fz_captured* c, const tpuc_view* outputs,
     gi->offset = v->offset;
     gi->nbytes = tpuc_storage_nbytes(v->storage);
     gi->alias_of = t_cap.alias_of[i];
+    if (gi->alias_of < 0) gi->value_dtype = tpuc_buffer_dtype(t_cap.begin[i]);
   }
   const char* unreplayable = NULL;
   for (size_t p = 0; p < g->nparams; p++) {
@@ -565,6 +567,11 @@ bool tpuc_graph_matches(const tpuc_graph* g, const tpuc_view* in, size_t nin) {
         tpuc_storage_client(v->storage) != g->client)
       return false;
     if (gi->alias_of >= 0 && in[gi->alias_of].storage != v->storage)
+      return false;
+    /* The program reads the value in the element type it had (bytes after
+     * a host write, the tensor's type after a device write). */
+    if (gi->alias_of < 0 &&
+        tpuc_storage_value_dtype(v->storage) != gi->value_dtype)
       return false;
   }
   /* A graph that writes its inputs read distinct storages as distinct. */
