@@ -142,9 +142,9 @@ static tpuc_status* read_devices(tpuc_client* c) {
   return NULL;
 }
 
-tpuc_status* tpuc_client_create(tpuc_plugin* plugin,
-                                const tpuc_client_options* options,
-                                tpuc_client** out) {
+tpuc_status* tpuc_pjrt_client_create(tpuc_plugin* plugin,
+                                     const tpuc_client_options* options,
+                                     tpuc_client** out) {
   if (plugin == NULL || out == NULL)
     return tpuc_status_make(TPUC_INVALID_ARGUMENT, "plugin or out is NULL");
   *out = NULL;
@@ -160,12 +160,10 @@ tpuc_status* tpuc_client_create(tpuc_plugin* plugin,
   tpuc_status* st = create_pjrt_client(c, options);
   if (st == NULL) st = read_platform(c);
   if (st == NULL) st = read_devices(c);
-  if (st == NULL) st = tpuc_cache_create(c, options, &c->cache);
   if (st != NULL) {
     tpuc_client_destroy(c);
     return st;
   }
-  tpuc_cache_prefetch_start(c->cache);
   *out = c;
   return NULL;
 }
@@ -198,7 +196,6 @@ void tpuc_client_destroy(tpuc_client* c) {
   if (c->pjrt != NULL) tpuc_status_free(tpuc_client_synchronize(c));
   for (size_t i = c->num_on_destroy; i > 0; i--)
     c->on_destroy[i - 1].fn(c, c->on_destroy[i - 1].user);
-  tpuc_cache_destroy(c->cache);
   if (c->pjrt != NULL) {
     PJRT_Client_Destroy_Args args = {0};
     args.struct_size = sizeof args;

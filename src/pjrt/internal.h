@@ -20,7 +20,6 @@ struct tpuc_plugin {
   tpuc_plugin* next; /* process-wide list of loaded plugins */
 };
 
-typedef struct tpuc_cache tpuc_cache; /* runtime/compile_cache.c */
 
 /* One execution whose completion has not been observed yet. */
 typedef struct tpuc_pending {
@@ -47,8 +46,6 @@ struct tpuc_client {
   /* Executions tracked so far, and those known finished (in order). */
   uint64_t issued, retired;
   tpuc_status* async_error;
-
-  tpuc_cache* cache;
 
   /* Destroy callbacks (guarded by mu). */
   struct {
@@ -149,14 +146,11 @@ tpuc_status* tpuc_parse_main_signature(const char* text, size_t len,
 size_t tpuc_encode_compile_options(const tpuc_compile_options* options,
                                    unsigned char* out, size_t cap);
 
-/* Compile cache (runtime/compile_cache.c). */
-tpuc_status* tpuc_cache_create(tpuc_client* client,
-                               const tpuc_client_options* options,
-                               tpuc_cache** out);
-void tpuc_cache_destroy(tpuc_cache* cache);
-/* A new client: loads, in the background, the programs the last client on
- * the same cache folder started with (nothing without prefetch). */
-void tpuc_cache_prefetch_start(tpuc_cache* cache);
+/* The PJRT client alone: plugin client, platform, devices. The public
+ * tpuc_client_create (runtime/client.c) adds the compile cache on top. */
+tpuc_status* tpuc_pjrt_client_create(tpuc_plugin* plugin,
+                                     const tpuc_client_options* options,
+                                     tpuc_client** out);
 
 /* Raw compile without the cache (pjrt/executable.c). */
 tpuc_status* tpuc_pjrt_compile(tpuc_client* client, const char* mlir,

@@ -46,6 +46,7 @@
 #include "common/clock.h"
 #include "common/thread.h"
 #include "pjrt/internal.h"
+#include "runtime/runtime_internal.h"
 
 #define MAGIC "TPUCEXE1"
 #define HEADER_BYTES (8 + 4 * 8)
@@ -148,11 +149,58 @@ static tpuc_fingerprint plugin_fingerprint(tpuc_client* c) {
   return fp;
 }
 
+/* Which cache belongs to which client (the PJRT layer's client knows
+ * nothing of it). */
+#define CACHE_CLIENTS 64
+static pthread_mutex_t g_reg_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+  tpuc_client* client;
+  tpuc_cache* cache;
+} g_reg[CACHE_CLIENTS];
+
+static tpuc_cache* cache_of(tpuc_client* c) {
+  tpuc_cache* k = NULL;
+  pthread_mutex_lock(&g_reg_mu);
+  for (size_t i = 0; i < CACHE_CLIENTS && k == NULL; i++)
+    if (g_reg[i].client == c) k = g_reg[i].cache;
+  pthread_mutex_unlock(&g_reg_mu);
+  return k;
+}
+
+static bool cache_register(tpuc_client* c, tpuc_cache* k) {
+  bool done = false;
+  pthread_mutex_lock(&g_reg_mu);
+  for (size_t i = 0; i < CACHE_CLIENTS && !done; i++)
+    if (g_reg[i].client == NULL) {
+      g_reg[i].client = c;
+      g_reg[i].cache = k;
+      done = true;
+    }
+  pthread_mutex_unlock(&g_reg_mu);
+  return done;
+}
+
+static void cache_unregister(tpuc_cache* k) {
+  pthread_mutex_lock(&g_reg_mu);
+  for (size_t i = 0; i < CACHE_CLIENTS; i++)
+    if (g_reg[i].cache == k) {
+      g_reg[i].client = NULL;
+      g_reg[i].cache = NULL;
+    }
+  pthread_mutex_unlock(&g_reg_mu);
+}
+
 tpuc_status* tpuc_cache_create(tpuc_client* c, const tpuc_client_options* o,
                                tpuc_cache** out) {
   tpuc_cache* k = calloc(1, sizeof *k);
   if (k == NULL)
     return tpuc_status_make(TPUC_RESOURCE_EXHAUSTED, "out of host memory");
+  if (!cache_register(c, k)) {
+    free(k);
+    return tpuc_status_make(TPUC_RESOURCE_EXHAUSTED,
+                            "more than %d clients with a compile cache",
+                            CACHE_CLIENTS);
+  }
   k->client = c;
   pthread_mutex_init(&k->mu, NULL);
   pthread_cond_init(&k->settled, NULL);
@@ -181,6 +229,7 @@ tpuc_status* tpuc_cache_create(tpuc_client* c, const tpuc_client_options* o,
 
 void tpuc_cache_destroy(tpuc_cache* k) {
   if (k == NULL) return;
+  cache_unregister(k);
   pf_forget(k);
   for (size_t i = 0; i < k->cap; i++) {
     if (k->slots[i].exe) {
@@ -727,7 +776,7 @@ tpuc_status* tpuc_compile(tpuc_client* c, const char* mlir, size_t len,
   memcpy(key + len + 1, opts, opts_len);
   tpuc_fingerprint zero = {0, 0};
   tpuc_fingerprint fp = tpuc_fingerprint_bytes(zero, key, key_len);
-  tpuc_cache* k = c->cache;
+  tpuc_cache* k = cache_of(c);
   tpuc_status* st = NULL;
 
   pthread_mutex_lock(&k->mu);
@@ -825,17 +874,20 @@ done:
 tpuc_status* tpuc_cache_get_stats(tpuc_client* c, tpuc_cache_stats* out) {
   if (c == NULL || out == NULL)
     return tpuc_status_make(TPUC_INVALID_ARGUMENT, "client or out is NULL");
-  pthread_mutex_lock(&c->cache->mu);
-  *out = c->cache->stats;
-  out->memory_entries = c->cache->count;
-  pthread_mutex_unlock(&c->cache->mu);
+  tpuc_cache* k = cache_of(c);
+  if (k == NULL)
+    return tpuc_status_make(TPUC_FAILED_PRECONDITION, "client has no cache");
+  pthread_mutex_lock(&k->mu);
+  *out = k->stats;
+  out->memory_entries = k->count;
+  pthread_mutex_unlock(&k->mu);
   return NULL;
 }
 
 tpuc_status* tpuc_cache_clear(tpuc_client* c, bool disk) {
   if (c == NULL)
     return tpuc_status_make(TPUC_INVALID_ARGUMENT, "client is NULL");
-  tpuc_cache* k = c->cache;
+  tpuc_cache* k = cache_of(c);
   pthread_mutex_lock(&k->mu);
   mem_reset(k);
   tpuc_status* st = NULL;
@@ -866,5 +918,6 @@ tpuc_status* tpuc_cache_clear(tpuc_client* c, bool disk) {
 }
 
 const char* tpuc_cache_dir(tpuc_client* c) {
-  return (c && c->cache && c->cache->dir) ? c->cache->dir : "";
+  tpuc_cache* k = c ? cache_of(c) : NULL;
+  return (k && k->dir) ? k->dir : "";
 }
