@@ -12,6 +12,12 @@
 
 #define TRY(expr) TPUC_RETURN_IF_ERROR(expr)
 
+/* A call records as one node of the runtime's segments. */
+_Static_assert(OP_MAX_ARGS + OP_MAX_LIST + OP_MAX_OUTS + 1 <= FZ_MAX_IN,
+               "a call has more inputs than a recorded node takes");
+_Static_assert(OP_MAX_OUTS + 1 <= FZ_MAX_OUT,
+               "a call has more outputs than a recorded node takes");
+
 static tpuc_status* unimpl(const char* why) {
   return tpuc_status_make(TPUC_UNIMPLEMENTED, "%s", why);
 }

@@ -347,6 +347,14 @@ def test_static_cache_generate_compiles_once_and_matches_eager():
     assert torch.equal(out.cpu(), ref.cpu())
     st = stats()
     assert st["replays"] >= 4 and st["eager_graphs"] == 0, st
+    # A second generate compiles nothing: every decoding step replays.
+    again = model.generate(ids, max_new_tokens=8, do_sample=False, pad_token_id=0,
+                           cache_implementation="static",
+                           compile_config=transformers.CompileConfig(backend="tpu"))
+    assert torch.equal(again.cpu(), ref.cpu())
+    st2 = stats()
+    assert st2["captures"] == st["captures"], (st, st2)
+    assert st2["replays"] >= st["replays"] + 7, (st, st2)
 
 
 _DISK_CHILD = (

@@ -8,7 +8,7 @@
 
 #include "common/clock.h"
 #include "hlo/hlo_internal.h"
-#include "ops/ops_internal.h"
+#include "runtime/fused_internal.h"
 #include "tpuc/graph.h"
 
 /* Where a program argument comes from at a replay. */

@@ -22,7 +22,7 @@
 #include "common/fingerprint.h"
 #include "common/thread.h"
 #include "hlo/hlo_internal.h"
-#include "ops/ops_internal.h"
+#include "runtime/fused_internal.h"
 #include "tpuc/eager.h"
 
 #define TRY(expr) TPUC_RETURN_IF_ERROR(expr)
@@ -162,8 +162,6 @@ const char* fz_text_str(const fz_text* t, size_t* len) {
 
 /* ------------------------------ segments -------------------------------- */
 
-#define FZ_MAX_IN (OP_MAX_ARGS + OP_MAX_LIST + OP_MAX_OUTS + 1)
-#define FZ_MAX_OUT (OP_MAX_OUTS + 1)
 /* Lazy tags: node index * FZ_TAG + output index. */
 #define FZ_TAG 16
 
