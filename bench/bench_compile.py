@@ -134,11 +134,17 @@ def bench_model(name, rounds, warmup):
     cpu_model, seq = build(name)
     runners = {c: Runner(c, cpu_model, seq) for c in CONFIGS}
     out = {"seq": seq, "parameters": sum(p.numel() for p in cpu_model.parameters())}
+    # Logits against PyTorch's CPU with dropout off (eval mode); the timed
+    # calls below run in train mode, dropout as configured, on every side.
+    for r in runners.values():
+        r.model.eval()
     ref = runners["torch_cpu"].forward()
     for c in CONFIGS:
         got = runners[c].forward().cpu()
         err = (got - ref).abs().max().item()
         out.setdefault("max_abs_err_vs_cpu", {})[c] = err
+    for r in runners.values():
+        r.model.train()
     for kind in ("forward", "step"):
         for _ in range(warmup):
             for c in CONFIGS:

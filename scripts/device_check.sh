@@ -4,25 +4,27 @@
 # the C tests and the runtime benchmark there, and, where that Python has
 # torch, the Python tests and the device and eager-mode benchmarks. Results
 # go to $OUT (default /tmp/tpuc-device-out): demo.log, ctest.log,
-# runtime.json, pytest.log, device.json, eager_modes.json (+ .png).
+# runtime.json, pytest.log, device.json, eager_modes.json (+ .png),
+# compile.json (+ .png).
 #
 #   scripts/device_check.sh [PART ...]
 #
-# PART is any of: demo ctest runtime pytest device eager (default: all, in
-# that order; the build always runs). A lent machine's time is short: e.g.
-# `scripts/device_check.sh eager` builds and runs only the eager-mode
-# benchmark (`bench_eager.py --quick`; $TPUC_DEVICE_EAGER_ARGS replaces
-# --quick).
+# PART is any of: demo ctest runtime pytest device eager compile (default:
+# all, in that order; the build always runs). A lent machine's time is
+# short: e.g. `scripts/device_check.sh eager` builds and runs only the
+# eager-mode benchmark (`bench_eager.py --quick`; $TPUC_DEVICE_EAGER_ARGS
+# replaces --quick); `compile` runs `bench_compile.py --quick
+# --no-first-call` ($TPUC_DEVICE_COMPILE_ARGS replaces those).
 # The C tests were written for the CPU plugin; on another platform the few
 # that assert CPU specifics (platform name, device count option) fail and are
 # reported, not hidden.
 set -uo pipefail
 PARTS=("$@")
-[[ ${#PARTS[@]} -eq 0 ]] && PARTS=(demo ctest runtime pytest device eager)
+[[ ${#PARTS[@]} -eq 0 ]] && PARTS=(demo ctest runtime pytest device eager compile)
 for p in "${PARTS[@]}"; do
   case "$p" in
-    demo | ctest | runtime | pytest | device | eager) ;;
-    *) echo "device_check: unknown part '$p' (demo ctest runtime pytest device eager)" >&2
+    demo | ctest | runtime | pytest | device | eager | compile) ;;
+    *) echo "device_check: unknown part '$p' (demo ctest runtime pytest device eager compile)" >&2
        exit 2 ;;
   esac
 done
@@ -73,7 +75,15 @@ if ls python/tpuc/_C*.so >/dev/null 2>&1; then
       ${TPUC_DEVICE_EAGER_ARGS:---quick} 2>"$OUT/eager_modes.err"
     tail -5 "$OUT/eager_modes.err"
   fi
-elif want pytest || want device || want eager; then
+  if want compile && ! "$PY" -c "import transformers" 2>/dev/null; then
+    echo "device_check: compile skipped: $PY cannot import transformers"
+  elif want compile; then
+    # shellcheck disable=SC2086  # the arguments are words on purpose
+    TPUC_BENCH_RESULTS_DIR="$OUT" "$PY" bench/bench_compile.py \
+      ${TPUC_DEVICE_COMPILE_ARGS:---quick --no-first-call} 2>"$OUT/compile.err"
+    tail -5 "$OUT/compile.err"
+  fi
+elif want pytest || want device || want eager || want compile; then
   echo "device_check: no python/tpuc/_C*.so was built (no torch for $PY?):" \
-    "pytest, device and eager are skipped"
+    "pytest, device, eager and compile are skipped"
 fi
