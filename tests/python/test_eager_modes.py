@@ -175,13 +175,33 @@ def _train_steps(model, kind, device, steps=2):
     return [float(l.cpu()) for l in losses], {k: v.cpu() for k, v in model.state_dict().items()}
 
 
-@pytest.mark.parametrize("name", ["bert", "gpt2", "llama", "qwen3", "t5", "vit", "cnn"])
-def test_models_train_the_same_in_every_mode(name):
+def _zoo_model(name):
+    """A model of the zoo with dropout off (the same program everywhere)."""
     model, kind = {n: (m, k) for n, m, k in _models()}[name]
-    # Dropout off: the same program in every mode, compared to strict.
     for m in model.modules():
         if isinstance(m, torch.nn.Dropout):
             m.p = 0.0
+    return model, kind
+
+
+def _assert_states_close(state, ref_state, msg):
+    for k, v in ref_state.items():
+        if k.endswith(("k_proj.bias", "key.bias")):
+            # The key projection's bias shifts every score of a query
+            # by the same amount, which softmax cancels: its gradient is
+            # rounding noise, and AdamW scales noise up to lr-sized
+            # steps of either sign (the CPU differs from strict there
+            # as much as fused does).
+            continue
+        if v.is_floating_point():
+            torch.testing.assert_close(state[k], v, atol=1e-4, rtol=1e-3, msg=f"{msg} {k}")
+        else:
+            assert torch.equal(state[k], v), (msg, k)
+
+
+@pytest.mark.parametrize("name", ["bert", "gpt2", "llama", "qwen3", "t5", "vit", "cnn"])
+def test_models_train_the_same_in_every_mode(name):
+    model, kind = _zoo_model(name)
     runs = {}
     for mode in MODES:
         torch.tpu.set_eager_mode(mode)
@@ -191,18 +211,7 @@ def test_models_train_the_same_in_every_mode(name):
         losses, state = runs[mode]
         torch.testing.assert_close(torch.tensor(losses), torch.tensor(ref_losses),
                                    atol=1e-5, rtol=1e-5, msg=mode)
-        for k, v in ref_state.items():
-            if k.endswith(("k_proj.bias", "key.bias")):
-                # The key projection's bias shifts every score of a query
-                # by the same amount, which softmax cancels: its gradient is
-                # rounding noise, and AdamW scales noise up to lr-sized
-                # steps of either sign (the CPU differs from strict there
-                # as much as fused does).
-                continue
-            if v.is_floating_point():
-                torch.testing.assert_close(state[k], v, atol=1e-4, rtol=1e-3, msg=f"{mode} {k}")
-            else:
-                assert torch.equal(state[k], v), (mode, k)
+        _assert_states_close(state, ref_state, mode)
     cpu_losses, _ = _train_steps(model, kind, "cpu")
     torch.testing.assert_close(torch.tensor(runs["fused"][0]), torch.tensor(cpu_losses),
                                atol=1e-4, rtol=1e-4)
