@@ -43,9 +43,10 @@ bool views_of(const std::vector<at::Tensor>& inputs, int device,
              ", the graph runs on tpu:" + std::to_string(device);
       return false;
     }
-    if (t.is_conj() || t.is_neg() || t.is_quantized() || t.dim() > TPUC_MAX_RANK) {
-      *why = "input " + std::to_string(i) + " has a lazy conj/neg bit, is "
-             "quantized or has too many dims";
+    if (t.layout() != c10::kStrided || t.is_conj() || t.is_neg() ||
+        t.is_quantized() || t.dim() > TPUC_MAX_RANK) {
+      *why = "input " + std::to_string(i) + " is not a plain strided tensor "
+             "(sparse, quantized, a lazy conj/neg bit, or too many dims)";
       return false;
     }
     out->push_back(view_of(t));
@@ -79,9 +80,20 @@ std::string capture_begin(int device, const std::vector<at::Tensor>& inputs) {
   if (!views_of(inputs, device, &views, &why)) return why;
   uint64_t seed = 0, offset = 0;
   rng_state(device, &seed, &offset);
-  py::gil_scoped_release release;
-  check(tpuc_graph_capture_begin(client(), device, views.data(), views.size(),
-                                 seed, offset));
+  tpuc_status* st = nullptr;
+  {
+    py::gil_scoped_release release;
+    st = tpuc_graph_capture_begin(client(), device, views.data(), views.size(),
+                                  seed, offset);
+  }
+  if (st != nullptr && tpuc_status_code(st) == TPUC_FAILED_PRECONDITION) {
+    // A capture already running on this thread or device (a compiled
+    // function called while another graph is captured): run eagerly.
+    std::string msg = tpuc_status_message(st);
+    tpuc_status_free(st);
+    return msg;
+  }
+  check(st);
   return "";
 }
 

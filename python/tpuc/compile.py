@@ -202,7 +202,11 @@ class _Graph:
             return self._eager(args, f"inputs on {names} (one tpu device needed)")
         device = next(iter(devices)).index
         if len(self.variants) >= MAX_SIGNATURES:
-            return self._eager(args, f"more than {MAX_SIGNATURES} input signatures")
+            # This call only: the signatures already captured still replay.
+            with _lock:
+                why = f"more than {MAX_SIGNATURES} input signatures"
+                _reasons[why] = _reasons.get(why, 0) + 1
+            return self._eager(args)
         why = _C.graph_capture_begin(device, tensors)
         if why:
             return self._eager(args, why)
