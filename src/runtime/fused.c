@@ -378,9 +378,24 @@ static void sb_type(hlo_sb* b, const tpuc_buffer* buf) {
  * With `param_of`, external j is parameter param_of[j] of @main (externals
  * that are one buffer share a parameter) and there are `nparams` of them;
  * alias[] is then per parameter. */
+/* Prints the reference to output k of node i. */
+static void sb_ref(hlo_sb* b, const fz_seg* s, size_t i, uint32_t k) {
+  if (s->nodes[i].nout == 1)
+    hlo_sb_printf(b, "%%n%zu", i);
+  else
+    hlo_sb_printf(b, "%%n%zu#%u", i, k);
+}
+
+/* The first node with an argument check from node `from` on, or n. */
+static size_t next_check(const fz_seg* s, size_t n, size_t from) {
+  while (from < n && !s->nodes[from].has_check) from++;
+  return from;
+}
+
 static tpuc_status* compose(const fz_seg* s, size_t n, const bool* live,
                             const int* alias, const size_t* param_of,
-                            size_t nparams, char** text, size_t* len) {
+                            size_t nparams, bool fold_checks, char** text,
+                            size_t* len) {
   hlo_sb b = {0};
   hlo_sb_append(&b, "module @tpuc_fused {\n", 21);
   static const char kHead[] = "  func.func public @main(";
@@ -430,6 +445,13 @@ static tpuc_status* compose(const fz_seg* s, size_t n, const bool* live,
       if (nret++) hlo_sb_append(&b, ", ", 2);
       sb_type(&b, s->nodes[i].out[k]);
     }
+  /* With fold_checks, one more result: the OR of every argument check, so
+   * a replay reads one flag instead of one per check. */
+  size_t first_check = next_check(s, n, 0);
+  if (fold_checks && first_check < n) {
+    hlo_sb_append(&b, ", ", 2);
+    sb_type(&b, s->nodes[first_check].out[s->nodes[first_check].nout - 1]);
+  }
   hlo_sb_append(&b, ") {\n", 4);
   ext = 0;
   for (size_t i = 0; i < n; i++) {
@@ -466,17 +488,39 @@ static tpuc_status* compose(const fz_seg* s, size_t n, const bool* live,
     }
     hlo_sb_append(&b, ")\n", 2);
   }
+  size_t folds = 0;
+  if (fold_checks && first_check < n) {
+    const fz_node* f = &s->nodes[first_check];
+    for (size_t i = next_check(s, n, first_check + 1); i < n;
+         i = next_check(s, n, i + 1)) {
+      hlo_sb_printf(&b, "    %%chk%zu = stablehlo.or ", folds);
+      if (folds == 0)
+        sb_ref(&b, s, first_check, f->nout - 1);
+      else
+        hlo_sb_printf(&b, "%%chk%zu", folds - 1);
+      hlo_sb_append(&b, ", ", 2);
+      sb_ref(&b, s, i, s->nodes[i].nout - 1);
+      hlo_sb_append(&b, " : ", 3);
+      sb_type(&b, f->out[f->nout - 1]);
+      hlo_sb_append(&b, "\n", 1);
+      folds++;
+    }
+  }
   hlo_sb_append(&b, "    \"func.return\"(", 18);
   size_t r = 0;
   for (size_t i = 0; i < n; i++)
     for (uint32_t k = 0; k < s->nodes[i].nout; k++) {
       if (!live[i * FZ_MAX_OUT + k]) continue;
       if (r++) hlo_sb_append(&b, ", ", 2);
-      if (s->nodes[i].nout == 1)
-        hlo_sb_printf(&b, "%%n%zu", i);
-      else
-        hlo_sb_printf(&b, "%%n%zu#%u", i, k);
+      sb_ref(&b, s, i, k);
     }
+  if (fold_checks && first_check < n) {
+    hlo_sb_append(&b, ", ", 2);
+    if (folds == 0)
+      sb_ref(&b, s, first_check, s->nodes[first_check].nout - 1);
+    else
+      hlo_sb_printf(&b, "%%chk%zu", folds - 1);
+  }
   hlo_sb_append(&b, ") : (", 5);
   r = 0;
   for (size_t i = 0; i < n; i++)
@@ -485,6 +529,10 @@ static tpuc_status* compose(const fz_seg* s, size_t n, const bool* live,
       if (r++) hlo_sb_append(&b, ", ", 2);
       sb_type(&b, s->nodes[i].out[k]);
     }
+  if (fold_checks && first_check < n) {
+    hlo_sb_append(&b, ", ", 2);
+    sb_type(&b, s->nodes[first_check].out[s->nodes[first_check].nout - 1]);
+  }
   hlo_sb_append(&b, ") -> ()\n  }\n}\n", 14);
   if (b.oom) {
     hlo_sb_free(&b);
@@ -988,7 +1036,7 @@ static tpuc_status* run_prefix(fz_seg* s, size_t n, tpuc_fused_reason why) {
     bool again = false;
     if (exe == NULL) {
       again = note_recompile(s, n, key, &ev);
-      st = compose(s, n, live, alias, NULL, next, &text, &len);
+      st = compose(s, n, live, alias, NULL, next, false, &text, &len);
     }
     /* Inputs another device's segment computes are run first: the
      * background thread never runs recorded segments. */
@@ -1526,7 +1574,8 @@ tpuc_status* fz_capture_finish(tpuc_client* client, int device,
   size_t nres = 0;
   for (size_t q = 0; q < n * FZ_MAX_OUT; q++) nres += live[q];
   size_t* res_of = calloc(n * FZ_MAX_OUT + 1, sizeof *res_of);
-  tpuc_buffer** outs = calloc(nres + 1, sizeof *outs);
+  /* + 1: the folded argument checks, where there are any (compose). */
+  tpuc_buffer** outs = calloc(nres + 2, sizeof *outs);
   out->wanted_res = malloc(sizeof *out->wanted_res * (nwanted + 1));
   if (keys == NULL || idx == NULL || param_of == NULL || out->params == NULL ||
       res_of == NULL || outs == NULL || out->wanted_res == NULL)
@@ -1593,8 +1642,14 @@ tpuc_status* fz_capture_finish(tpuc_client* client, int device,
   }
   if (st == NULL && nres == 0)
     st = tpuc_status_make(TPUC_UNIMPLEMENTED, "the graph computes nothing");
+  /* The folded checks come last (compose with fold_checks). */
+  out->check_any = -1;
+  if (nchecks > 0) {
+    out->check_any = (long)nres;
+    out->nres = nres + 1;
+  }
   if (st == NULL)
-    st = compose(s, n, live, NULL, param_of, out->nparams, &out->text,
+    st = compose(s, n, live, NULL, param_of, out->nparams, true, &out->text,
                  &out->len);
   if (st == NULL) {
     tpuc_cache_source src = TPUC_CACHE_COMPILED;
@@ -1607,7 +1662,7 @@ tpuc_status* fz_capture_finish(tpuc_client* client, int device,
   }
   if (st == NULL)
     st = tpuc_execute(out->exe, device, out->params, out->nparams, NULL, outs,
-                      nres);
+                      out->nres);
   if (st != NULL) {
     st = tpuc_status_annotate(st, "graph of %zu ops from %s", n,
                               n ? s->nodes[0].name : "?");
@@ -1618,6 +1673,7 @@ tpuc_status* fz_capture_finish(tpuc_client* client, int device,
       for (uint32_t k = 0; k < s->nodes[i].nout; k++)
         if (live[i * FZ_MAX_OUT + k])
           tpuc_buffer_lazy_fill(s->nodes[i].out[k], outs[r++]);
+    if (out->check_any >= 0) tpuc_buffer_release(outs[out->check_any]);
     /* Dead results: nothing reads them (checked above). */
     tpuc_status* dead = tpuc_status_make(TPUC_INTERNAL, "not computed");
     fail_outputs(s, n, dead);

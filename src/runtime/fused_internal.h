@@ -72,6 +72,7 @@ typedef struct fz_captured {
   size_t nres;
   long* wanted_res; /* per wanted buffer: its result, or -1 (not computed
                        by the graph: an external buffer) */
+  long check_any; /* the result that ORs every check, or -1 (none) */
   size_t nchecks; /* argument checks: result, error code and message */
   size_t* check_res;
   tpuc_code* check_code;

@@ -71,6 +71,7 @@ struct tpuc_graph {
   g_val* upd_val;
   size_t ncand;
   g_cand* cand;
+  long check_any; /* the result that ORs the checks (-1: none) */
   size_t nchecks;
   size_t* check_res;
   tpuc_code* check_code;
@@ -289,6 +290,7 @@ static tpuc_status* build_graph(fz_captured* c, const tpuc_view* outputs,
   g->nnew = nnew;
   g->nupd = nupd;
   g->nchecks = c->nchecks;
+  g->check_any = c->check_any;
   g->rng_draws = c->rng_draws;
   g->in = calloc(g->nin + 1, sizeof *g->in);
   g->params = calloc(g->nparams + 1, sizeof *g->params);
@@ -759,7 +761,13 @@ tpuc_status* tpuc_graph_replay(tpuc_graph* g, const tpuc_view* in, size_t nin,
   }
   /* Argument checks first: a bad argument leaves the inputs as they were
    * (a graph with checks donates nothing). */
-  for (size_t k = 0; st == NULL && k < g->nchecks; k++) {
+  bool any = g->nchecks > 0;
+  if (st == NULL && any && g->check_any >= 0) { /* one read for all */
+    uint8_t bad = 0;
+    st = tpuc_buffer_to_host(outs[g->check_any], &bad, 1);
+    any = bad != 0;
+  }
+  for (size_t k = 0; st == NULL && any && k < g->nchecks; k++) {
     uint8_t bad = 0;
     st = tpuc_buffer_to_host(outs[g->check_res[k]], &bad, 1);
     if (st == NULL && bad)

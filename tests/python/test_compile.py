@@ -246,6 +246,15 @@ def test_bad_inputs_raise_pytorchs_errors():
     ci(t, torch.tensor([1], device="tpu"))
     with pytest.raises(IndexError):
         ci(t, torch.tensor([9], device="tpu"))
+    # Two index checks in one graph (one flag read for both): the second
+    # fails, with PyTorch's error.
+    c2 = torch.compile(lambda t, i, j: t[i] + t[j], backend="tpu")
+    one = torch.tensor([1], device="tpu")
+    torch.testing.assert_close(c2(t, one, one).cpu(), torch.tensor([2.0]))
+    torch.testing.assert_close(c2(t, one, torch.tensor([3], device="tpu")).cpu(),
+                               torch.tensor([4.0]))
+    with pytest.raises(IndexError):
+        c2(t, one, torch.tensor([7], device="tpu"))
     assert torch.ones(2, device="tpu").add(1).cpu().tolist() == [2.0, 2.0]
 
 
