@@ -376,7 +376,7 @@ static void sb_type(hlo_sb* b, const tpuc_buffer* buf) {
 /* The composed module of nodes [0, n) of `s`: externals in node order,
  * the live outputs (live[node * FZ_MAX_OUT + k]) returned in node order.
  * With `param_of`, external j is parameter param_of[j] of @main (externals
- * that are one buffer share a parameter) and there are `nparams` of them;
+ * that are one buffer share a parameter; numbered in first-use order);
  * alias[] is then per parameter. */
 /* Prints the reference to output k of node i. */
 static void sb_ref(hlo_sb* b, const fz_seg* s, size_t i, uint32_t k) {
@@ -394,8 +394,7 @@ static size_t next_check(const fz_seg* s, size_t n, size_t from) {
 
 static tpuc_status* compose(const fz_seg* s, size_t n, const bool* live,
                             const int* alias, const size_t* param_of,
-                            size_t nparams, bool fold_checks, char** text,
-                            size_t* len) {
+                            bool fold_checks, char** text, size_t* len) {
   hlo_sb b = {0};
   hlo_sb_append(&b, "module @tpuc_fused {\n", 21);
   static const char kHead[] = "  func.func public @main(";
@@ -436,7 +435,6 @@ static tpuc_status* compose(const fz_seg* s, size_t n, const bool* live,
       declared = p + 1;
     }
   }
-  (void)nparams;
   hlo_sb_append(&b, ") -> (", 6);
   size_t nret = 0;
   for (size_t i = 0; i < n; i++)
@@ -1036,7 +1034,7 @@ static tpuc_status* run_prefix(fz_seg* s, size_t n, tpuc_fused_reason why) {
     bool again = false;
     if (exe == NULL) {
       again = note_recompile(s, n, key, &ev);
-      st = compose(s, n, live, alias, NULL, next, false, &text, &len);
+      st = compose(s, n, live, alias, NULL, false, &text, &len);
     }
     /* Inputs another device's segment computes are run first: the
      * background thread never runs recorded segments. */
@@ -1649,8 +1647,7 @@ tpuc_status* fz_capture_finish(tpuc_client* client, int device,
     out->nres = nres + 1;
   }
   if (st == NULL)
-    st = compose(s, n, live, NULL, param_of, out->nparams, true, &out->text,
-                 &out->len);
+    st = compose(s, n, live, NULL, param_of, true, &out->text, &out->len);
   if (st == NULL) {
     tpuc_cache_source src = TPUC_CACHE_COMPILED;
     double t0 = tpuc_now_seconds();
