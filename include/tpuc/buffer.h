@@ -40,6 +40,31 @@ tpuc_status* tpuc_buffer_from_error(tpuc_client* client, int device,
                                     int rank, tpuc_code code,
                                     const char* message, tpuc_buffer** out);
 
+/* A buffer whose value is sent from the host later (PJRT's asynchronous
+ * host-to-device transfer): the buffer exists at once and may be passed to
+ * executions, which wait on the device for its value; reading it on the
+ * host waits too. tpuc_transfer_fill sends the value (exactly the buffer's
+ * byte size, dense row-major; the host memory may be reused when it
+ * returns), tpuc_transfer_fail makes the value an error instead (as
+ * tpuc_buffer_from_error). tpuc_transfer_free releases the handle; a
+ * transfer freed before either fails its buffer (ABORTED). Needs PJRT C API
+ * 0.62+; UNIMPLEMENTED otherwise. */
+typedef struct tpuc_transfer tpuc_transfer;
+tpuc_status* tpuc_transfer_create(tpuc_client* client, int device,
+                                  tpuc_dtype dtype, const int64_t* dims,
+                                  int rank, tpuc_transfer** transfer,
+                                  tpuc_buffer** out);
+tpuc_status* tpuc_transfer_fill(tpuc_transfer* transfer, const void* data,
+                                size_t size);
+tpuc_status* tpuc_transfer_fail(tpuc_transfer* transfer, tpuc_code code,
+                                const char* message);
+void tpuc_transfer_free(tpuc_transfer* transfer);
+
+/* Copies the buffer to another device of its client (device to device where
+ * the plugin can); the new buffer may not be ready yet. */
+tpuc_status* tpuc_buffer_copy_to_device(tpuc_buffer* buffer, int device,
+                                        tpuc_buffer** out);
+
 /* Copies the buffer to dense row-major host memory and waits. `size` must
  * be exactly the buffer's byte size. */
 tpuc_status* tpuc_buffer_to_host(tpuc_buffer* buffer, void* dst, size_t size);

@@ -56,6 +56,7 @@ typedef enum tpuc_fused_reason {
   TPUC_FUSED_REPEAT,      /* a repeated op sequence (a step) was detected */
   TPUC_FUSED_MODE,        /* the mode changed, or the process is ending */
   TPUC_FUSED_CHECK,       /* an op checks its arguments on the device */
+  TPUC_FUSED_COLLECTIVE,  /* a collective reads a value (not waited for) */
   TPUC_FUSED_REASONS,
 } tpuc_fused_reason;
 
@@ -64,6 +65,14 @@ const char* tpuc_fused_reason_name(tpuc_fused_reason reason);
 /* Runs everything recorded for `client` (all clients when NULL) and waits
  * for it; reports an error of a recorded op that was not reported yet. */
 tpuc_status* tpuc_fused_flush(tpuc_client* client, tpuc_fused_reason reason);
+
+/* Starts what is recorded for `device` of `client` without waiting for
+ * it: the segment is cut there (a step-boundary cut: compiled and run on
+ * the background thread where it must be compiled), so the values it
+ * computes become real buffers that any thread can wait for. Errors of the
+ * run surface at the next flush. */
+tpuc_status* tpuc_fused_cut(tpuc_client* client, int device,
+                            tpuc_fused_reason reason);
 
 typedef struct tpuc_fused_stats {
   uint64_t ops_recorded;

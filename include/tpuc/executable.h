@@ -19,9 +19,16 @@ extern "C" {
 
 typedef struct tpuc_executable tpuc_executable;
 
+/* The most replicas a program is compiled for. */
+#define TPUC_MAX_REPLICAS 64
+
 typedef struct tpuc_compile_options {
   int num_replicas;   /* 0 means 1 */
   int num_partitions; /* 0 means 1 */
+  /* With num_replicas > 1: the addressable device (index) each replica runs
+   * on, num_replicas of them, all different; NULL: the plugin's default
+   * assignment. Part of the compile cache's key. */
+  const int* replica_devices;
 } tpuc_compile_options;
 
 typedef enum tpuc_cache_source {
@@ -70,6 +77,20 @@ tpuc_status* tpuc_execute(tpuc_executable* exe, int device,
                           tpuc_buffer* const* args, size_t num_args,
                           const bool* donate, tpuc_buffer** outputs,
                           size_t num_outputs);
+
+/* Enqueues one execution of a program compiled for several replicas
+ * (tpuc_compile_options.num_replicas > 1) on all of its devices at once:
+ * `args` holds num_args buffers per replica, replica after replica (each
+ * replica's on its own device), and `outputs` receives num_outputs new
+ * buffers per replica the same way. Collective ops in the program
+ * (all_reduce, all_gather, ...) run across the replicas. No donation. */
+tpuc_status* tpuc_execute_replicated(tpuc_executable* exe,
+                                     tpuc_buffer* const* args, size_t num_args,
+                                     tpuc_buffer** outputs, size_t num_outputs);
+/* The number of replicas `exe` runs as (1 for an ordinary program) and the
+ * addressable device of replica `r`. */
+size_t tpuc_executable_num_replicas(const tpuc_executable* exe);
+int tpuc_executable_replica_device(const tpuc_executable* exe, size_t r);
 
 typedef struct tpuc_cache_stats {
   uint64_t memory_hits;

@@ -273,6 +273,35 @@ tpuc_status* tpuc_hlo_reverse(tpuc_hlo_fn* fn, tpuc_hlo_value x,
                               const int64_t* dims, size_t n,
                               tpuc_hlo_value* out);
 
+/* ---- collectives --------------------------------------------------------
+ * For a program compiled for `replicas` replicas (tpuc_compile_options):
+ * each op spans one replica group of all replicas, in order. */
+
+/* Every replica gets `body` (a reducer of two rank-0 values of x's dtype)
+ * folded over the replicas' x. */
+tpuc_status* tpuc_hlo_all_reduce(tpuc_hlo_fn* fn, tpuc_hlo_value x,
+                                 int64_t replicas, tpuc_hlo_fn* body,
+                                 tpuc_hlo_value* out);
+/* The replicas' x concatenated along `dim`, in replica order. */
+tpuc_status* tpuc_hlo_all_gather(tpuc_hlo_fn* fn, tpuc_hlo_value x,
+                                 int64_t dim, int64_t replicas,
+                                 tpuc_hlo_value* out);
+/* all_reduce, then replica r keeps part r of `dim` (split in `replicas`). */
+tpuc_status* tpuc_hlo_reduce_scatter(tpuc_hlo_fn* fn, tpuc_hlo_value x,
+                                     int64_t dim, int64_t replicas,
+                                     tpuc_hlo_fn* body, tpuc_hlo_value* out);
+/* x is split in `replicas` parts along split_dim; replica r gets part r of
+ * every replica, concatenated along concat_dim in replica order. */
+tpuc_status* tpuc_hlo_all_to_all(tpuc_hlo_fn* fn, tpuc_hlo_value x,
+                                 int64_t split_dim, int64_t concat_dim,
+                                 int64_t replicas, tpuc_hlo_value* out);
+/* Replica pairs[2i+1] gets the x of replica pairs[2i]; a replica no pair
+ * targets gets zeros. */
+tpuc_status* tpuc_hlo_collective_permute(tpuc_hlo_fn* fn, tpuc_hlo_value x,
+                                         const int64_t* pairs, size_t npairs,
+                                         int64_t replicas,
+                                         tpuc_hlo_value* out);
+
 /* ---- reductions --------------------------------------------------------- */
 
 /* Reduces `n` same-shaped inputs over `dims` with inits (rank-0, one per

@@ -3,6 +3,7 @@
 #define TPUC_TPUC_H_
 
 #include "tpuc/buffer.h"
+#include "tpuc/collective.h"
 #include "tpuc/client.h"
 #include "tpuc/dtype.h"
 #include "tpuc/eager.h"
@@ -10,6 +11,7 @@
 #include "tpuc/executable.h"
 #include "tpuc/fallback.h"
 #include "tpuc/graph.h"
+#include "tpuc/group.h"
 #include "tpuc/hlo.h"
 #include "tpuc/ops.h"
 #include "tpuc/plugin.h"

@@ -339,27 +339,43 @@ tpuc_status* tpuc_buffer_ensure(tpuc_buffer* b) {
   return NULL;
 }
 
-tpuc_status* tpuc_buffer_from_error(tpuc_client* client, int device,
-                                    tpuc_dtype dtype, const int64_t* dims,
-                                    int rank, tpuc_code code,
-                                    const char* message, tpuc_buffer** out) {
+/* ------------------- buffers filled later from the host ------------------ */
+
+struct tpuc_transfer {
+  tpuc_client* client;
+  PJRT_AsyncHostToDeviceTransferManager* manager;
+  size_t nbytes;
+  bool done; /* filled or failed */
+};
+
+tpuc_status* tpuc_transfer_create(tpuc_client* client, int device,
+                                  tpuc_dtype dtype, const int64_t* dims,
+                                  int rank, tpuc_transfer** transfer,
+                                  tpuc_buffer** out) {
   int64_t n = 0;
+  if (transfer == NULL)
+    return tpuc_status_make(TPUC_INVALID_ARGUMENT, "transfer is NULL");
+  *transfer = NULL;
   TPUC_RETURN_IF_ERROR(
       check_new_buffer(client, device, dtype, dims, rank, out, &n));
-  if (code == TPUC_OK)
-    return tpuc_status_make(TPUC_INVALID_ARGUMENT,
-                            "an error buffer needs a non-OK code");
   const PJRT_Api* api = client->api;
   TPUC_REQUIRE_FN(api, PJRT_Device_DefaultMemory);
   TPUC_REQUIRE_FN(api, PJRT_Client_CreateBuffersForAsyncHostToDevice);
   TPUC_REQUIRE_FN(api, PJRT_AsyncHostToDeviceTransferManager_RetrieveBuffer);
+  TPUC_REQUIRE_FN(api, PJRT_AsyncHostToDeviceTransferManager_TransferData);
   TPUC_REQUIRE_FN(api, PJRT_AsyncHostToDeviceTransferManager_SetBufferError);
   TPUC_REQUIRE_FN(api, PJRT_AsyncHostToDeviceTransferManager_Destroy);
+  tpuc_transfer* t = calloc(1, sizeof *t);
+  if (t == NULL)
+    return tpuc_status_make(TPUC_RESOURCE_EXHAUSTED, "out of host memory");
+  t->client = client;
+  t->nbytes = (size_t)n * tpuc_dtype_size(dtype);
   PJRT_Device_DefaultMemory_Args ma = {0};
   ma.struct_size = sizeof ma;
   ma.device = client->devices[device];
-  TPUC_RETURN_IF_ERROR(tpuc_pjrt_error(api, api->PJRT_Device_DefaultMemory(&ma),
-                                       "default memory of device %d", device));
+  tpuc_status* st =
+      tpuc_pjrt_error(api, api->PJRT_Device_DefaultMemory(&ma),
+                      "default memory of device %d", device);
   PJRT_ShapeSpec spec = {0};
   spec.struct_size = sizeof spec;
   spec.dims = dims;
@@ -371,39 +387,156 @@ tpuc_status* tpuc_buffer_from_error(tpuc_client* client, int device,
   ca.shape_specs = &spec;
   ca.num_shape_specs = 1;
   ca.memory = ma.memory;
-  TPUC_RETURN_IF_ERROR(tpuc_pjrt_error(
-      api, api->PJRT_Client_CreateBuffersForAsyncHostToDevice(&ca),
-      "creating an error buffer"));
+  if (st == NULL)
+    st = tpuc_pjrt_error(
+        api, api->PJRT_Client_CreateBuffersForAsyncHostToDevice(&ca),
+        "creating a buffer filled later from the host");
+  if (st != NULL) {
+    free(t);
+    return st;
+  }
+  t->manager = ca.transfer_manager;
   PJRT_AsyncHostToDeviceTransferManager_RetrieveBuffer_Args ra = {0};
   ra.struct_size = sizeof ra;
-  ra.transfer_manager = ca.transfer_manager;
+  ra.transfer_manager = t->manager;
   ra.buffer_index = 0;
-  tpuc_status* st = tpuc_pjrt_error(
+  st = tpuc_pjrt_error(
       api, api->PJRT_AsyncHostToDeviceTransferManager_RetrieveBuffer(&ra),
-      "creating an error buffer");
-  if (st == NULL) {
-    const char* msg = message ? message : "";
-    PJRT_AsyncHostToDeviceTransferManager_SetBufferError_Args ea = {0};
-    ea.struct_size = sizeof ea;
-    ea.transfer_manager = ca.transfer_manager;
-    ea.buffer_index = 0;
-    ea.error_code = (int)code;
-    ea.error_message = msg;
-    ea.error_message_size = strlen(msg);
-    st = tpuc_pjrt_error(
-        api, api->PJRT_AsyncHostToDeviceTransferManager_SetBufferError(&ea),
-        "setting the error of an error buffer");
-    if (st != NULL) {
-      tpuc_pjrt_buffer_destroy(api, ra.buffer_out);
-    }
+      "creating a buffer filled later from the host");
+  tpuc_value_type ty = {.dtype = dtype, .rank = rank};
+  if (rank > 0) memcpy(ty.dims, dims, sizeof(int64_t) * (size_t)rank);
+  if (st == NULL) st = tpuc_buffer_wrap(client, ra.buffer_out, device, &ty, out);
+  if (st != NULL) {
+    t->done = true; /* nothing to fail: there is no buffer */
+    tpuc_transfer_free(t);
+    return st;
   }
-  PJRT_AsyncHostToDeviceTransferManager_Destroy_Args da = {0};
-  da.struct_size = sizeof da;
-  da.transfer_manager = ca.transfer_manager;
-  tpuc_status_free(tpuc_pjrt_error(
-      api, api->PJRT_AsyncHostToDeviceTransferManager_Destroy(&da), NULL));
-  if (st != NULL) return st;
-  tpuc_value_type t = {.dtype = dtype, .rank = rank};
-  if (rank > 0) memcpy(t.dims, dims, sizeof(int64_t) * (size_t)rank);
-  return tpuc_buffer_wrap(client, ra.buffer_out, device, &t, out);
+  *transfer = t;
+  return NULL;
+}
+
+tpuc_status* tpuc_transfer_fill(tpuc_transfer* t, const void* data,
+                                size_t size) {
+  if (t == NULL)
+    return tpuc_status_make(TPUC_INVALID_ARGUMENT, "transfer is NULL");
+  if (t->done)
+    return tpuc_status_make(TPUC_FAILED_PRECONDITION,
+                            "the transfer was already filled or failed");
+  if (size != t->nbytes || (size > 0 && data == NULL))
+    return tpuc_status_make(TPUC_INVALID_ARGUMENT,
+                            "a transfer takes exactly %zu bytes, got %zu",
+                            t->nbytes, size);
+  static const char kZero[16] = {0};
+  const PJRT_Api* api = t->client->api;
+  PJRT_AsyncHostToDeviceTransferManager_TransferData_Args a = {0};
+  a.struct_size = sizeof a;
+  a.transfer_manager = t->manager;
+  a.buffer_index = 0;
+  a.data = size ? data : kZero;
+  a.offset = 0;
+  a.transfer_size = (int64_t)size;
+  a.is_last_transfer = true;
+  TPUC_RETURN_IF_ERROR(tpuc_pjrt_error(
+      api, api->PJRT_AsyncHostToDeviceTransferManager_TransferData(&a),
+      "host-to-device transfer of %zu bytes", size));
+  t->done = true;
+  tpuc_status* st = NULL;
+  if (a.done_with_h2d_transfer != NULL) {
+    /* The host memory is the caller's again once the copy is done. */
+    PJRT_Event_Await_Args w = {0};
+    w.struct_size = sizeof w;
+    w.event = a.done_with_h2d_transfer;
+    st = tpuc_pjrt_error(api, api->PJRT_Event_Await(&w),
+                         "host-to-device transfer");
+    tpuc_pjrt_event_destroy(api, a.done_with_h2d_transfer);
+  }
+  return st;
+}
+
+tpuc_status* tpuc_transfer_fail(tpuc_transfer* t, tpuc_code code,
+                                const char* message) {
+  if (t == NULL)
+    return tpuc_status_make(TPUC_INVALID_ARGUMENT, "transfer is NULL");
+  if (code == TPUC_OK)
+    return tpuc_status_make(TPUC_INVALID_ARGUMENT,
+                            "a failed transfer needs a non-OK code");
+  if (t->done)
+    return tpuc_status_make(TPUC_FAILED_PRECONDITION,
+                            "the transfer was already filled or failed");
+  const char* msg = message ? message : "";
+  const PJRT_Api* api = t->client->api;
+  PJRT_AsyncHostToDeviceTransferManager_SetBufferError_Args ea = {0};
+  ea.struct_size = sizeof ea;
+  ea.transfer_manager = t->manager;
+  ea.buffer_index = 0;
+  ea.error_code = (int)code;
+  ea.error_message = msg;
+  ea.error_message_size = strlen(msg);
+  TPUC_RETURN_IF_ERROR(tpuc_pjrt_error(
+      api, api->PJRT_AsyncHostToDeviceTransferManager_SetBufferError(&ea),
+      "setting the error of a buffer"));
+  t->done = true;
+  return NULL;
+}
+
+void tpuc_transfer_free(tpuc_transfer* t) {
+  if (t == NULL) return;
+  if (!t->done)
+    tpuc_status_free(tpuc_transfer_fail(
+        t, TPUC_ABORTED, "the value of this buffer was never sent"));
+  const PJRT_Api* api = t->client->api;
+  if (t->manager != NULL) {
+    PJRT_AsyncHostToDeviceTransferManager_Destroy_Args da = {0};
+    da.struct_size = sizeof da;
+    da.transfer_manager = t->manager;
+    tpuc_status_free(tpuc_pjrt_error(
+        api, api->PJRT_AsyncHostToDeviceTransferManager_Destroy(&da), NULL));
+  }
+  free(t);
+}
+
+tpuc_status* tpuc_buffer_from_error(tpuc_client* client, int device,
+                                    tpuc_dtype dtype, const int64_t* dims,
+                                    int rank, tpuc_code code,
+                                    const char* message, tpuc_buffer** out) {
+  if (code == TPUC_OK) {
+    if (out != NULL) *out = NULL;
+    return tpuc_status_make(TPUC_INVALID_ARGUMENT,
+                            "an error buffer needs a non-OK code");
+  }
+  tpuc_transfer* t = NULL;
+  TPUC_RETURN_IF_ERROR(
+      tpuc_transfer_create(client, device, dtype, dims, rank, &t, out));
+  tpuc_status* st = tpuc_transfer_fail(t, code, message);
+  tpuc_transfer_free(t);
+  if (st != NULL) {
+    tpuc_buffer_release(*out);
+    *out = NULL;
+  }
+  return st;
+}
+
+tpuc_status* tpuc_buffer_copy_to_device(tpuc_buffer* b, int device,
+                                        tpuc_buffer** out) {
+  if (b == NULL || out == NULL)
+    return tpuc_status_make(TPUC_INVALID_ARGUMENT, "buffer or out is NULL");
+  *out = NULL;
+  TPUC_RETURN_IF_ERROR(tpuc_client_check_device(b->client, device));
+  TPUC_RETURN_IF_ERROR(tpuc_buffer_ensure(b));
+  if (tpuc_buffer_is_deleted(b))
+    return tpuc_status_make(TPUC_FAILED_PRECONDITION,
+                            "the buffer was donated and can no longer be "
+                            "used");
+  const PJRT_Api* api = b->client->api;
+  TPUC_REQUIRE_FN(api, PJRT_Buffer_CopyToDevice);
+  PJRT_Buffer_CopyToDevice_Args a = {0};
+  a.struct_size = sizeof a;
+  a.buffer = b->pjrt;
+  a.dst_device = b->client->devices[device];
+  TPUC_RETURN_IF_ERROR(tpuc_pjrt_error(
+      api, api->PJRT_Buffer_CopyToDevice(&a),
+      "copying a buffer from device %d to device %d", b->device, device));
+  tpuc_value_type t = {.dtype = b->dtype, .rank = b->rank};
+  memcpy(t.dims, b->dims, sizeof(int64_t) * (size_t)b->rank);
+  return tpuc_buffer_wrap(b->client, a.dst_buffer, device, &t, out);
 }

@@ -114,7 +114,47 @@ void tpuc_executable_release(tpuc_executable* e) {
   free(e->inputs);
   free(e->outputs);
   free(e->input_alias);
+  free(e->replica_devices);
   free(e);
+}
+
+size_t tpuc_executable_num_replicas(const tpuc_executable* e) {
+  return e ? (e->num_replicas ? e->num_replicas : 1) : 0;
+}
+
+int tpuc_executable_replica_device(const tpuc_executable* e, size_t r) {
+  if (e == NULL || r >= tpuc_executable_num_replicas(e)) return -1;
+  return e->replica_devices ? e->replica_devices[r] : 0;
+}
+
+tpuc_status* tpuc_pjrt_executable_replicas(tpuc_executable* e) {
+  tpuc_client* c = e->client;
+  e->num_replicas = 1;
+  if (!TPUC_PJRT_HAS(c->api, PJRT_LoadedExecutable_AddressableDevices))
+    return NULL;
+  PJRT_LoadedExecutable_AddressableDevices_Args a = {0};
+  a.struct_size = sizeof a;
+  a.executable = e->pjrt;
+  TPUC_RETURN_IF_ERROR(tpuc_pjrt_error(
+      c->api, c->api->PJRT_LoadedExecutable_AddressableDevices(&a),
+      "the devices of program %s", e->name));
+  if (a.num_addressable_devices <= 1) return NULL;
+  e->replica_devices = malloc(sizeof(int) * a.num_addressable_devices);
+  if (e->replica_devices == NULL)
+    return tpuc_status_make(TPUC_RESOURCE_EXHAUSTED, "out of host memory");
+  for (size_t r = 0; r < a.num_addressable_devices; r++) {
+    int idx = -1;
+    for (size_t d = 0; d < c->num_devices; d++)
+      if (c->devices[d] == a.addressable_devices[r]) idx = (int)d;
+    if (idx < 0)
+      return tpuc_status_make(TPUC_INTERNAL,
+                              "program %s runs on a device the client does "
+                              "not list",
+                              e->name);
+    e->replica_devices[r] = idx;
+  }
+  e->num_replicas = a.num_addressable_devices;
+  return NULL;
 }
 
 /* ------------------------------ execution ------------------------------ */
@@ -188,6 +228,11 @@ tpuc_status* tpuc_execute(tpuc_executable* e, int device,
     return tpuc_status_make(TPUC_INVALID_ARGUMENT, "executable is NULL");
   if ((num_args > 0 && args == NULL) || (num_outputs > 0 && outputs == NULL))
     return tpuc_status_make(TPUC_INVALID_ARGUMENT, "args or outputs is NULL");
+  if (e->replica_devices != NULL)
+    return tpuc_status_make(TPUC_INVALID_ARGUMENT,
+                            "program %s is compiled for %zu replicas: run it "
+                            "with tpuc_execute_replicated",
+                            e->name, e->num_replicas);
   for (size_t i = 0; i < num_args; i++)
     TPUC_RETURN_IF_ERROR(tpuc_status_annotate(tpuc_buffer_ensure(args[i]),
                                               "argument %zu", i));
@@ -254,5 +299,83 @@ done:
   if (in != in_stack) free(in);
   if (keep != keep_stack) free(keep);
   if (out != out_stack) free(out);
+  return st;
+}
+
+tpuc_status* tpuc_execute_replicated(tpuc_executable* e,
+                                     tpuc_buffer* const* args, size_t num_args,
+                                     tpuc_buffer** outputs,
+                                     size_t num_outputs) {
+  if (e == NULL)
+    return tpuc_status_make(TPUC_INVALID_ARGUMENT, "executable is NULL");
+  size_t n = tpuc_executable_num_replicas(e);
+  if (n < 2 || e->replica_devices == NULL)
+    return tpuc_status_make(TPUC_INVALID_ARGUMENT,
+                            "program %s is not compiled for several replicas",
+                            e->name);
+  if ((num_args > 0 && args == NULL) || (num_outputs > 0 && outputs == NULL))
+    return tpuc_status_make(TPUC_INVALID_ARGUMENT, "args or outputs is NULL");
+  for (size_t i = 0; i < n * num_args; i++)
+    TPUC_RETURN_IF_ERROR(tpuc_status_annotate(
+        tpuc_buffer_ensure(args[i]), "replica %zu, argument %zu",
+        i / (num_args ? num_args : 1), i % (num_args ? num_args : 1)));
+  for (size_t r = 0; r < n; r++)
+    TPUC_RETURN_IF_ERROR(tpuc_status_annotate(
+        check_args(e, e->replica_devices[r], args + r * num_args, num_args,
+                   num_outputs),
+        "replica %zu", r));
+  tpuc_client* c = e->client;
+  const PJRT_Api* api = c->api;
+  PJRT_Buffer** in = malloc(sizeof *in * (n * num_args + 1));
+  PJRT_Buffer** out = calloc(n * num_outputs + 1, sizeof *out);
+  PJRT_Buffer* const** arg_lists = malloc(sizeof *arg_lists * n);
+  PJRT_Buffer*** out_lists = malloc(sizeof *out_lists * n);
+  PJRT_Event** done = calloc(n, sizeof *done);
+  tpuc_status* st = NULL;
+  if (in == NULL || out == NULL || arg_lists == NULL || out_lists == NULL ||
+      done == NULL) {
+    st = tpuc_status_make(TPUC_RESOURCE_EXHAUSTED, "out of host memory");
+    goto done;
+  }
+  for (size_t i = 0; i < n * num_args; i++) in[i] = args[i]->pjrt;
+  for (size_t r = 0; r < n; r++) {
+    arg_lists[r] = in + r * num_args;
+    out_lists[r] = out + r * num_outputs;
+  }
+  PJRT_ExecuteOptions opts = {0};
+  opts.struct_size = sizeof opts;
+  PJRT_LoadedExecutable_Execute_Args a = {0};
+  a.struct_size = sizeof a;
+  a.executable = e->pjrt;
+  a.options = &opts;
+  a.argument_lists = (PJRT_Buffer* const* const*)arg_lists;
+  a.num_devices = n;
+  a.num_args = num_args;
+  a.output_lists = out_lists;
+  a.device_complete_events = done;
+  a.execute_device = NULL;
+  st = tpuc_pjrt_error(api, api->PJRT_LoadedExecutable_Execute(&a),
+                       "executing program %s on %zu replicas", e->name, n);
+  if (st != NULL) goto done;
+  size_t made = 0;
+  for (; made < n * num_outputs; made++) {
+    size_t r = made / num_outputs, k = made % num_outputs;
+    st = tpuc_buffer_wrap(c, out[made], e->replica_devices[r], &e->outputs[k],
+                          &outputs[made]);
+    if (st != NULL) break;
+  }
+  if (st != NULL) {
+    for (size_t i = 0; i < made; i++) tpuc_buffer_release(outputs[i]);
+    for (size_t i = made + 1; i < n * num_outputs; i++)
+      tpuc_pjrt_buffer_destroy(api, out[i]);
+  }
+  for (size_t r = 0; r < n; r++)
+    if (done[r] != NULL) tpuc_client_track(c, done[r], e->name);
+done:
+  free(in);
+  free(out);
+  free(arg_lists);
+  free(out_lists);
+  free(done);
   return st;
 }

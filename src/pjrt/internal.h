@@ -93,6 +93,10 @@ struct tpuc_executable {
   tpuc_value_type* inputs;
   tpuc_value_type* outputs;
   int* input_alias;
+  /* A program compiled for several replicas: the addressable device of
+   * each (num_replicas 1 and NULL for an ordinary program). */
+  size_t num_replicas;
+  int* replica_devices;
   char name[TPUC_EXE_NAME_LEN];
 };
 
@@ -143,8 +147,13 @@ tpuc_status* tpuc_parse_main_signature(const char* text, size_t len,
 
 /* Serialized xla.CompileOptionsProto for `options`; writes at most `cap`
  * bytes and returns the length. */
-size_t tpuc_encode_compile_options(const tpuc_compile_options* options,
+size_t tpuc_encode_compile_options(tpuc_client* client,
+                                   const tpuc_compile_options* options,
                                    unsigned char* out, size_t cap);
+/* INVALID_ARGUMENT unless the options' counts and replica devices are
+ * valid for `client`. */
+tpuc_status* tpuc_check_compile_options(tpuc_client* client,
+                                        const tpuc_compile_options* options);
 
 /* The PJRT client alone: plugin client, platform, devices. The public
  * tpuc_client_create (runtime/client.c) adds the compile cache on top. */
@@ -163,5 +172,8 @@ tpuc_status* tpuc_pjrt_deserialize(tpuc_client* client, const char* bytes,
                                    size_t len, PJRT_LoadedExecutable** out);
 void tpuc_pjrt_executable_destroy(tpuc_client* client,
                                   PJRT_LoadedExecutable* exe);
+/* Fills exe->num_replicas and exe->replica_devices from the plugin's list
+ * of the executable's addressable devices. */
+tpuc_status* tpuc_pjrt_executable_replicas(tpuc_executable* exe);
 
 #endif /* TPUC_SRC_PJRT_INTERNAL_H_ */

@@ -441,6 +441,33 @@ typedef struct {
   size_t error_message_size;
 } PJRT_AsyncHostToDeviceTransferManager_SetBufferError_Args;
 
+typedef struct {
+  PJRT_ARGS_HEADER;
+  PJRT_AsyncHostToDeviceTransferManager* transfer_manager;
+  int buffer_index;
+  const void* data;
+  int64_t offset;
+  int64_t transfer_size;
+  bool is_last_transfer;
+  PJRT_Event* done_with_h2d_transfer; /* out */
+} PJRT_AsyncHostToDeviceTransferManager_TransferData_Args;
+
+/* ------------------- multi-device execution and copies ------------------ */
+
+typedef struct {
+  PJRT_ARGS_HEADER;
+  PJRT_LoadedExecutable* executable;
+  PJRT_Device* const* addressable_devices; /* out */
+  size_t num_addressable_devices;          /* out */
+} PJRT_LoadedExecutable_AddressableDevices_Args;
+
+typedef struct {
+  PJRT_ARGS_HEADER;
+  PJRT_Buffer* buffer;
+  PJRT_Device* dst_device;
+  PJRT_Buffer* dst_buffer; /* out */
+} PJRT_Buffer_CopyToDevice_Args;
+
 /* ---------------------------- function table --------------------------- */
 
 #define PJRT_FN(name) PJRT_Error* (*name)(name##_Args * args)
@@ -517,7 +544,7 @@ typedef struct PJRT_Api {
 
   PJRT_FN(PJRT_LoadedExecutable_Destroy);
   PJRT_FN(PJRT_LoadedExecutable_GetExecutable);
-  void* PJRT_LoadedExecutable_AddressableDevices;
+  PJRT_FN(PJRT_LoadedExecutable_AddressableDevices);
   void* PJRT_LoadedExecutable_Delete;
   void* PJRT_LoadedExecutable_IsDeleted;
   PJRT_FN(PJRT_LoadedExecutable_Execute);
@@ -535,7 +562,7 @@ typedef struct PJRT_Api {
   void* PJRT_Buffer_Memory;
   void* PJRT_Buffer_Delete;
   PJRT_FN(PJRT_Buffer_IsDeleted);
-  void* PJRT_Buffer_CopyToDevice;
+  PJRT_FN(PJRT_Buffer_CopyToDevice);
   PJRT_FN(PJRT_Buffer_ToHostBuffer);
   void* PJRT_Buffer_IsOnCpu;
   PJRT_FN(PJRT_Buffer_ReadyEvent);
@@ -573,7 +600,7 @@ typedef struct PJRT_Api {
   void* PJRT_ExecuteContext_Destroy;
   void* PJRT_Buffer_CopyRawToHost;
   PJRT_FN(PJRT_AsyncHostToDeviceTransferManager_Destroy);
-  void* PJRT_AsyncHostToDeviceTransferManager_TransferData;
+  PJRT_FN(PJRT_AsyncHostToDeviceTransferManager_TransferData);
   PJRT_FN(PJRT_Client_CreateBuffersForAsyncHostToDevice);
   PJRT_FN(PJRT_AsyncHostToDeviceTransferManager_RetrieveBuffer);
   void* PJRT_AsyncHostToDeviceTransferManager_Device;

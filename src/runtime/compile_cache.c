@@ -495,6 +495,7 @@ static tpuc_status* make_executable(tpuc_client* c, PJRT_LoadedExecutable* pj,
       tpuc_pjrt_unloaded_destroy(c->api, g.executable);
     }
   }
+  if (st == NULL) st = tpuc_pjrt_executable_replicas(e);
   if (st != NULL) {
     tpuc_executable_release(e);
     return st;
@@ -759,12 +760,9 @@ tpuc_status* tpuc_compile(tpuc_client* c, const char* mlir, size_t len,
     return tpuc_status_make(TPUC_INVALID_ARGUMENT,
                             "client, program text or out is NULL");
   *out = NULL;
-  if (options != NULL &&
-      (options->num_replicas < 0 || options->num_partitions < 0))
-    return tpuc_status_make(TPUC_INVALID_ARGUMENT,
-                            "num_replicas and num_partitions must be >= 0");
-  unsigned char opts[64];
-  size_t opts_len = tpuc_encode_compile_options(options, opts, sizeof opts);
+  TPUC_RETURN_IF_ERROR(tpuc_check_compile_options(c, options));
+  unsigned char opts[64 + 16 * TPUC_MAX_REPLICAS];
+  size_t opts_len = tpuc_encode_compile_options(c, options, opts, sizeof opts);
   /* Key = text, a separator that cannot occur in MLIR text, options. */
   size_t key_len = len + 1 + opts_len;
   char key_stack[8192];

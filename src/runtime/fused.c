@@ -119,6 +119,7 @@ const char* tpuc_fused_reason_name(tpuc_fused_reason r) {
     case TPUC_FUSED_REPEAT: return "repeated op sequence";
     case TPUC_FUSED_MODE: return "mode change";
     case TPUC_FUSED_CHECK: return "argument check";
+    case TPUC_FUSED_COLLECTIVE: return "collective";
     default: return "?";
   }
 }
@@ -1027,7 +1028,8 @@ static tpuc_status* run_prefix(fz_seg* s, size_t n, tpuc_fused_reason why) {
     for (size_t j = 0; j < next; j++)
       pending_in |= tpuc_buffer_lazy_owner(args[j]) == &g_job_owner;
     bool background = !any_check && background_enabled() &&
-                      (why == TPUC_FUSED_REPEAT || why == TPUC_FUSED_LIMIT) &&
+                      (why == TPUC_FUSED_REPEAT || why == TPUC_FUSED_LIMIT ||
+                       why == TPUC_FUSED_COLLECTIVE) &&
                       (exe == NULL || pending_in);
     char* text = NULL;
     size_t len = 0;
@@ -1209,6 +1211,20 @@ tpuc_status* tpuc_fused_flush(tpuc_client* client, tpuc_fused_reason why) {
   sunlock();
   unlock();
   return st;
+}
+
+tpuc_status* tpuc_fused_cut(tpuc_client* client, int device,
+                            tpuc_fused_reason why) {
+  lock();
+  jobs_retire();
+  for (size_t i = 0; i < g_nopen; i++) {
+    fz_seg* s = g_open[i];
+    if (s->client != client || s->device != device || s->n == 0) continue;
+    keep_error(run_prefix(s, s->n, why));
+    windows_reset(s);
+  }
+  unlock();
+  return NULL;
 }
 
 /* A segment's error that nobody waits for is kept for the next flush. */
