@@ -11,6 +11,7 @@ namespace tpuc_torch {
 void register_hooks();
 const at::Generator& default_generator(c10::DeviceIndex index);
 void register_graph(pybind11::module& m);
+void register_distributed(pybind11::module& m);
 }  // namespace tpuc_torch
 
 namespace py = pybind11;
@@ -252,6 +253,7 @@ PYBIND11_MODULE(_C, m) {
         default_generator(static_cast<c10::DeviceIndex>(d))));
   });
   register_graph(m);
+  register_distributed(m);
   m.def("compile_cache_clear",
         [](bool disk) { check(tpuc_cache_clear(client(), disk)); });
 }

@@ -50,7 +50,20 @@ void init_runtime(const std::vector<std::string>& site_dirs) {
   tpuc_plugin* plugin = nullptr;
   tpuc_status* st =
       tpuc_plugin_load(nullptr, dirs.data(), dirs.size(), &plugin);
-  if (st == nullptr) st = tpuc_client_create(plugin, nullptr, &g_client);
+  // TPUC_CPU_DEVICE_COUNT: how many devices the CPU plugin makes (its own
+  // default otherwise); other plugins ignore it.
+  tpuc_client_options options{};
+  if (const char* n = std::getenv("TPUC_CPU_DEVICE_COUNT")) {
+    char* end = nullptr;
+    long v = std::strtol(n, &end, 10);
+    if (end == n || *end != '\0' || v < 1 || v > 4096) {
+      g_error = std::string("TPUC_CPU_DEVICE_COUNT must be a positive "
+                            "number, got '") + n + "'";
+      TORCH_CHECK_VALUE(false, g_error);
+    }
+    options.cpu_device_count = static_cast<int>(v);
+  }
+  if (st == nullptr) st = tpuc_client_create(plugin, &options, &g_client);
   if (st != nullptr) {
     g_error = tpuc_status_message(st);
     g_client = nullptr;

@@ -70,6 +70,10 @@ def _load():
     from . import compile as _compile
 
     _compile.install_default_backend()
+    # torch.distributed: the `tpu` c10d backend.
+    from . import distributed as _distributed
+
+    _distributed.register()
 
 
 def _autoload():

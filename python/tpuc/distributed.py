@@ -1,0 +1,160 @@
+"""The ``tpu`` backend of ``torch.distributed``.
+
+Registered with ``torch.distributed.Backend.register_backend(..., devices=["tpu"])``
+when tpuc loads, so ``init_process_group("tpu")``, ``init_process_group()``
+with tpu as the accelerator, ``init_process_group("cpu:gloo,tpu:tpu")`` and
+``init_device_mesh("tpu", ...)`` work as they do with ``nccl`` on cuda.
+
+Which transport a process group gets is decided when it is created, from
+where its ranks live (each rank writes its host and process id to the
+group's store):
+
+- every rank in this process (threads, each on its own tpu device): each
+  collective is ONE program compiled for all their devices (XLA's
+  all_reduce, all_gather, reduce_scatter, all_to_all across replicas), and
+  sends are device-to-device copies; the data never leaves the devices;
+- ranks in other processes (``torchrun``, ``torch.multiprocessing.spawn``,
+  several machines): the tensors are staged through the host and the
+  collective runs on torch.distributed's own Gloo engine on CPU tensors,
+  which spans processes and machines. The staging is asynchronous: the call
+  takes its inputs' values and returns, a worker thread copies them out,
+  runs Gloo, and sends the results back; work recorded after the call that
+  reads a result waits for it on the device.
+
+``run_threads(fn, world_size)`` runs ranks as threads of one process (one
+tpu device each), the way to use several devices of one process (a
+multi-chip host, the CPU plugin's devices) with torch.distributed.
+
+Each collective's shape and dtype are compared across the ranks before
+Gloo sees them (a mismatch raises naming every rank's call instead of
+aborting inside Gloo); ``TPUC_DIST_CHECK=0`` skips that exchange.
+"""
+
+import os
+import socket
+import threading
+from datetime import timedelta
+
+import torch
+
+BACKEND = "tpu"
+_registered = False
+
+
+def _create(dist_opts, pg_options):
+    import torch.distributed as dist
+
+    from . import _C
+
+    store = dist_opts.store
+    rank = dist_opts.group_rank
+    size = dist_opts.group_size
+    timeout = dist_opts.timeout
+    timeout_ms = int(timeout.total_seconds() * 1000)
+    # Where each rank lives: all in this process -> in-program collectives.
+    where = f"{socket.gethostname()}:{os.getpid()}"
+    store.set(f"tpuc/where/{rank}", where)
+    peers = [store.get(f"tpuc/where/{r}").decode() for r in range(size)]
+    in_process = size > 1 and all(p == where for p in peers)
+    group_key = ""
+    if in_process:
+        if rank == 0:
+            store.set("tpuc/key", f"{where}:{os.urandom(8).hex()}")
+        group_key = store.get("tpuc/key").decode()
+    gloo = dist.ProcessGroupGloo(dist.PrefixStore("tpuc/gloo/", store), rank, size, timeout)
+    return _C._TpuBackend(
+        gloo, rank, size, timeout_ms, group_key, int(torch.tpu.current_device())
+    )
+
+
+def register():
+    """Registers the ``tpu`` backend with torch.distributed (idempotent)."""
+    global _registered
+    if _registered:
+        return
+    import torch.distributed as dist
+
+    if not dist.is_available():
+        return
+    if BACKEND.upper() not in dist.Backend._plugins:
+        dist.Backend.register_backend(BACKEND, _create, extended_api=True, devices=["tpu"])
+    _registered = True
+
+
+def _thread_world():
+    """torch.distributed's world kept per thread (PyTorch's own
+    multi-threaded process-group machinery, which its distributed tests use),
+    with the fields this torch's world has that it lacks."""
+    from torch.testing._internal.distributed import multi_threaded_pg as mtp
+
+    class ThreadWorld(mtp.ThreadLocalWorld):
+        @property
+        def comms(self):
+            w = self._get_world()
+            if not hasattr(w, "comms"):
+                w.comms = []
+            return w.comms
+
+    return ThreadWorld()
+
+
+def run_threads(fn, world_size, args=(), backend=BACKEND, timeout=timedelta(minutes=30)):
+    """Runs ``fn(rank, *args)`` on ``world_size`` threads of this process,
+    one rank each: rank r's current device is ``tpu:r`` and its default
+    process group is initialized (``backend``, rendezvous through an
+    in-memory store) before ``fn`` runs and destroyed after. With the tpu
+    backend, the ranks' collectives compile into one program across their
+    devices. Returns the ranks' results in rank order; if a rank raised, the
+    lowest rank's exception is raised once every thread has ended.
+
+    While it runs, torch.distributed's state is per thread in this process,
+    and autograd runs each backward on the thread that calls it (so a rank's
+    backward issues its own collectives). Needs ``world_size`` tpu devices
+    (``torch.tpu.device_count()``; the CPU plugin has ``TPUC_CPU_DEVICE_COUNT``).
+    """
+    import torch.distributed as dist
+
+    if world_size < 1:
+        raise ValueError(f"world_size must be positive, got {world_size}")
+    if world_size > torch.tpu.device_count():
+        raise ValueError(
+            f"run_threads needs one tpu device per rank: {world_size} ranks, "
+            f"{torch.tpu.device_count()} device(s) (the CPU plugin takes "
+            "TPUC_CPU_DEVICE_COUNT)"
+        )
+    register()
+    store = dist.HashStore()
+    results = [None] * world_size
+    errors = [None] * world_size
+    c10d = dist.distributed_c10d
+    saved_world = c10d._world
+    saved_threads = torch._C._is_multithreading_enabled()
+    c10d._world = _thread_world()
+    torch._C._distributed_c10d._set_thread_isolation_mode(True)
+    torch.autograd.set_multithreading_enabled(False)
+
+    def body(rank):
+        try:
+            torch.tpu.set_device(rank)
+            dist.init_process_group(backend, rank=rank, world_size=world_size, store=store, timeout=timeout)
+            try:
+                results[rank] = fn(rank, *args)
+            finally:
+                dist.destroy_process_group()
+        except BaseException as e:  # reported to the caller below
+            errors[rank] = e
+
+    threads = [threading.Thread(target=body, args=(r,), name=f"tpuc-rank-{r}") for r in range(world_size)]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        torch.autograd.set_multithreading_enabled(saved_threads)
+        torch._C._distributed_c10d._set_thread_isolation_mode(False)
+        c10d._world = saved_world
+    for e in errors:
+        if e is not None:
+            raise e
+    return results
