@@ -16,13 +16,17 @@
 #include <ATen/ATen.h>
 #include <ATen/core/ivalue.h>
 #include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/csrc/distributed/c10d/Types.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 #include <torch/csrc/distributed/c10d/exception.h>
 #include <torch/csrc/utils/pybind.h>
 
 #include <condition_variable>
+#include <cstring>
 #include <deque>
+#include <map>
+#include <tuple>
 #include <functional>
 #include <mutex>
 #include <sstream>
@@ -163,24 +167,33 @@ void flip_sign(const at::Tensor& h) {
   h.bitwise_xor_(std::numeric_limits<int64_t>::min());
 }
 
+// Reductions are elementwise: their host tensors go flat (1-D), so a list
+// laid out in one tensor meets Gloo's shape checks.
 at::Tensor to_carrier(const at::Tensor& h, const c10d::ReduceOp& op) {
+  at::Tensor flat = h.reshape({-1});
   if (h.scalar_type() == at::kUInt64) {
-    at::Tensor v = h.view(at::kLong);
+    at::Tensor v = flat.view(at::kLong);
     if (flips(h.scalar_type(), op)) flip_sign(v);
     return v;
   }
   at::ScalarType c = reduce_carrier(h.scalar_type());
-  return c == h.scalar_type() ? h : h.to(c);
+  return c == h.scalar_type() ? flat : flat.to(c);
+}
+
+at::Tensor carrier_like(const at::Tensor& h) {
+  return at::empty({h.numel()},
+                   h.options().dtype(reduce_carrier(h.scalar_type())));
 }
 
 void from_carrier(const at::Tensor& c, const at::Tensor& h,
                   const c10d::ReduceOp& op) {
+  at::Tensor flat = h.reshape({-1});
   if (h.scalar_type() == at::kUInt64) {
     if (flips(h.scalar_type(), op)) flip_sign(c);
-    if (!c.is_alias_of(h)) h.view(at::kLong).copy_(c);
+    if (!c.is_alias_of(h)) flat.view(at::kLong).copy_(c);
     return;
   }
-  if (!c.is_alias_of(h)) h.copy_(c);
+  if (!c.is_alias_of(h)) flat.copy_(c);
 }
 
 // ---- Work ------------------------------------------------------------------
@@ -303,10 +316,12 @@ bool env_flag(const char* name, bool dflt) {
 
 class TpuBackend : public c10d::Backend {
  public:
-  TpuBackend(c10::intrusive_ptr<c10d::Backend> gloo, int rank, int size,
+  TpuBackend(c10::intrusive_ptr<c10d::Backend> gloo,
+             c10::intrusive_ptr<c10d::Store> store, int rank, int size,
              int64_t timeout_ms, const std::string& group_key, int device)
       : c10d::Backend(rank, size),
         gloo_(std::move(gloo)),
+        store_(std::move(store)),
         timeout_ms_(timeout_ms),
         device_(device),
         check_calls_(env_flag("TPUC_DIST_CHECK", true)) {
@@ -329,6 +344,7 @@ class TpuBackend : public c10d::Backend {
 
   ~TpuBackend() override {
     worker_.reset();  // finishes the queued jobs
+    channels_.clear();
     tpuc_group_leave(group_);
   }
 
@@ -355,7 +371,7 @@ class TpuBackend : public c10d::Backend {
     std::vector<at::Tensor> ins = premultiplied(tensors, op);
     if (in_program() && !has_complex(tensors)) {
       for (size_t i = 0; i < tensors.size(); i++)
-        run_collective(TPUC_COLLECTIVE_ALL_REDUCE, reduce_op(op), 0, ins[i],
+        run_collective(OpType::ALLREDUCE, TPUC_COLLECTIVE_ALL_REDUCE, reduce_op(op), 0, ins[i],
                        tensors[i], timeout_of(opts.timeout));
       return done(OpType::ALLREDUCE, tensors);
     }
@@ -387,7 +403,7 @@ class TpuBackend : public c10d::Backend {
     int root = static_cast<int>(opts.rootRank);
     if (in_program()) {
       for (auto& t : tensors)
-        run_collective(TPUC_COLLECTIVE_BROADCAST, TPUC_REDUCE_SUM, root, t, t,
+        run_collective(OpType::BROADCAST, TPUC_COLLECTIVE_BROADCAST, TPUC_REDUCE_SUM, root, t, t,
                        timeout_of(opts.timeout));
       return done(OpType::BROADCAST, tensors);
     }
@@ -413,7 +429,7 @@ class TpuBackend : public c10d::Backend {
       for (size_t i = 0; i < tensors.size(); i++) {
         // Every rank computes the reduction; only the root keeps it.
         at::Tensor scratch = at::empty_like(tensors[i]);
-        run_collective(TPUC_COLLECTIVE_ALL_REDUCE, reduce_op(op), 0, ins[i],
+        run_collective(OpType::REDUCE, TPUC_COLLECTIVE_ALL_REDUCE, reduce_op(op), 0, ins[i],
                        me ? tensors[i] : scratch, timeout_of(opts.timeout));
       }
       return done(OpType::REDUCE, tensors);
@@ -442,7 +458,7 @@ class TpuBackend : public c10d::Backend {
                 output.numel());
     std::vector<at::Tensor> outs{output};
     if (in_program()) {
-      run_collective(TPUC_COLLECTIVE_ALL_GATHER, TPUC_REDUCE_SUM, 0, input,
+      run_collective(OpType::_ALLGATHER_BASE, TPUC_COLLECTIVE_ALL_GATHER, TPUC_REDUCE_SUM, 0, input,
                      output, timeout_of(opts.timeout));
       return done(OpType::_ALLGATHER_BASE, outs);
     }
@@ -477,7 +493,7 @@ class TpuBackend : public c10d::Backend {
     if (in_program()) {
       at::Tensor flat = at::empty({getSize() * inputs[0].numel()},
                                   inputs[0].options());
-      run_collective(TPUC_COLLECTIVE_ALL_GATHER, TPUC_REDUCE_SUM, 0, inputs[0],
+      run_collective(OpType::ALLGATHER, TPUC_COLLECTIVE_ALL_GATHER, TPUC_REDUCE_SUM, 0, inputs[0],
                      flat, timeout_of(opts.timeout));
       split_into(flat, outs);
       return done(OpType::ALLGATHER, outs);
@@ -531,7 +547,7 @@ class TpuBackend : public c10d::Backend {
     std::vector<at::Tensor> outs{output};
     std::vector<at::Tensor> ins = premultiplied({input}, op);
     if (in_program() && !input.is_complex()) {
-      run_collective(TPUC_COLLECTIVE_REDUCE_SCATTER, reduce_op(op), 0, ins[0],
+      run_collective(OpType::_REDUCE_SCATTER_BASE, TPUC_COLLECTIVE_REDUCE_SCATTER, reduce_op(op), 0, ins[0],
                      output, timeout_of(opts.timeout));
       return done(OpType::_REDUCE_SCATTER_BASE, outs);
     }
@@ -596,7 +612,7 @@ class TpuBackend : public c10d::Backend {
     }
     std::vector<at::Tensor> outs{output};
     if (in_program() && even) {
-      run_collective(TPUC_COLLECTIVE_ALL_TO_ALL, TPUC_REDUCE_SUM, 0, input,
+      run_collective(OpType::ALLTOALL_BASE, TPUC_COLLECTIVE_ALL_TO_ALL, TPUC_REDUCE_SUM, 0, input,
                      output, timeout_of(opts.timeout));
       return done(OpType::ALLTOALL_BASE, outs);
     }
@@ -672,7 +688,7 @@ class TpuBackend : public c10d::Backend {
     if (in_program()) {
       at::Tensor flat = at::empty({getSize() * inputs[0].numel()},
                                   inputs[0].options());
-      run_collective(TPUC_COLLECTIVE_ALL_GATHER, TPUC_REDUCE_SUM, 0, inputs[0],
+      run_collective(OpType::GATHER, TPUC_COLLECTIVE_ALL_GATHER, TPUC_REDUCE_SUM, 0, inputs[0],
                      flat, timeout_of(opts.timeout));
       if (me) split_into(flat, outs);
       return done(OpType::GATHER, outs);
@@ -708,7 +724,7 @@ class TpuBackend : public c10d::Backend {
       at::Tensor flat = me ? joined(ins)
                            : at::empty({getSize() * outputs[0].numel()},
                                        outputs[0].options());
-      run_collective(TPUC_COLLECTIVE_BROADCAST, TPUC_REDUCE_SUM, root, flat,
+      run_collective(OpType::SCATTER, TPUC_COLLECTIVE_BROADCAST, TPUC_REDUCE_SUM, root, flat,
                      flat, timeout_of(opts.timeout));
       outputs[0].copy_(flat.narrow(0, getRank() * outputs[0].numel(),
                                    outputs[0].numel())
@@ -753,18 +769,22 @@ class TpuBackend : public c10d::Backend {
       check(st);
       return done(OpType::SEND, tensors);
     }
-    std::vector<at::Tensor> none;
+    // What is sent goes to the store first, so the receiver can check it
+    // against what it expects before Gloo sees buffers that differ.
     std::vector<int64_t> h = head(OpType::SEND, tensors);
+    std::string key = p2p_key(getRank(), dst, tag, next_seq(send_seq_, dst, tag));
+    std::vector<at::Tensor> none;
+    Channel& ch = channel(0, dst, tag);
+    auto store = ch.store;
     return stage(
         OpType::SEND, tensors, none, {},
-        [this, dst, tag, h](std::vector<at::Tensor>& in,
-                            std::vector<at::Tensor>&) {
-          // The receiver checks what comes against what it expects.
-          std::vector<at::Tensor> hd{at::tensor(h, at::kLong)};
-          gloo_->send(hd, dst, tag)->wait();
+        [this, dst, tag, h, key, store](std::vector<at::Tensor>& in,
+                                        std::vector<at::Tensor>&) {
+          const auto* p = reinterpret_cast<const uint8_t*>(h.data());
+          store->set(key, std::vector<uint8_t>(p, p + h.size() * sizeof(int64_t)));
           return gloo_->send(in, dst, tag);
         },
-        Carry::kBytes);
+        Carry::kBytes, false, false, c10d::ReduceOp::UNUSED, &ch.worker);
   }
 
   WorkPtr recv(std::vector<at::Tensor>& tensors, int src, int tag) override {
@@ -779,14 +799,21 @@ class TpuBackend : public c10d::Backend {
 
   // One collective as one program across the group's devices: `in`'s value
   // goes in, the result becomes `out`'s value.
-  void run_collective(tpuc_collective_kind kind, tpuc_reduce_op op, int root,
-                      const at::Tensor& in, const at::Tensor& out,
-                      int64_t timeout_ms) {
+  void run_collective(OpType type, tpuc_collective_kind kind,
+                      tpuc_reduce_op op, int root, const at::Tensor& in,
+                      const at::Tensor& out, int64_t timeout_ms) {
     TORCH_CHECK_VALUE(tpu_index(in) == tpuc_group_device(group_, getRank()),
                       "tpu process group: rank ", getRank(), " runs on tpu:",
                       tpuc_group_device(group_, getRank()),
                       ", the tensor is on ", in.device());
+    // Every rank runs one program, so every rank's value comes in the type
+    // a tensor of this dtype is kept in (a never-written storage's zeros,
+    // or a value last written through another dtype, are converted).
     tpuc_buffer* arg = flat_value(in);
+    if (tpuc_buffer_dtype(arg) != value_type_of(in.scalar_type())) {
+      tpuc_buffer_release(arg);
+      arg = flat_value(in.clone());
+    }
     tpuc_collective c{};
     c.kind = kind;
     c.op = op;
@@ -801,18 +828,20 @@ class TpuBackend : public c10d::Backend {
     int64_t out_count = 0;
     tpuc_status* st =
         tpuc_collective_program(&c, &text, &len, &out_type, &out_count);
-    char what[128];
-    tpuc_collective_describe(&c, what, sizeof what);
+    // Described as the staged calls are ("all_reduce of float32[4]").
+    std::vector<int64_t> h = head(type, {in},
+                                  kind == TPUC_COLLECTIVE_BROADCAST ? root : -1);
+    std::string what = describe_head(h.data(), getSize());
     tpuc_buffer* result = nullptr;
     if (st == nullptr) {
       tpuc_fused_cut(client(), tpu_index(in), TPUC_FUSED_COLLECTIVE);
-      st = tpuc_group_run(group_, text, len, what, arg, timeout_ms, &result);
+      st = tpuc_group_run(group_, text, len, what.c_str(), arg, timeout_ms,
+                          &result);
     }
     free(text);
     tpuc_buffer_release(arg);
     if (st != nullptr) {
-      std::string msg = std::string("tpu ") + what + ": " +
-                        tpuc_status_message(st);
+      std::string msg = "tpu " + what + ": " + tpuc_status_message(st);
       tpuc_code code = tpuc_status_code(st);
       tpuc_status_free(st);
       if (code == TPUC_DEADLINE_EXCEEDED)
@@ -841,7 +870,8 @@ class TpuBackend : public c10d::Backend {
                 const std::vector<at::Tensor>& outs,
                 const std::vector<int64_t>& head, GlooCall call, Carry carry,
                 bool inplace = false, bool host_out_is_in = false,
-                c10d::ReduceOp op = c10d::ReduceOp::UNUSED) {
+                c10d::ReduceOp op = c10d::ReduceOp::UNUSED,
+                Worker* queue = nullptr) {
     auto work = c10::make_intrusive<TpuWork>(
         getRank(), type, outs, devices_of(outs.empty() ? ins : outs, device_));
     auto job = std::make_shared<Job>();
@@ -890,7 +920,7 @@ class TpuBackend : public c10d::Backend {
     int size = getSize();
     bool checked = check_calls_;
     bool shared = inplace || host_out_is_in;
-    worker().post([this, job, work, call, size, checked, carry, shared, op] {
+    (queue ? *queue : worker()).post([this, job, work, call, size, checked, carry, shared, op] {
       std::exception_ptr error;
       try {
         for (size_t i = 0; i < job->values.size(); i++) {
@@ -910,8 +940,7 @@ class TpuBackend : public c10d::Backend {
           else if (carry == Carry::kBytes)
             gout.push_back(bytes_of(h));
           else
-            gout.push_back(at::empty(
-                h.sizes(), h.options().dtype(reduce_carrier(h.scalar_type()))));
+            gout.push_back(carrier_like(h));
         }
         WorkPtr w = call(gin, gout);
         if (w) w->wait();
@@ -1040,32 +1069,84 @@ class TpuBackend : public c10d::Backend {
     std::vector<int64_t> mine = head(OpType::SEND, tensors);
     std::vector<at::Tensor> none;
     std::string me = describe_head(mine.data(), getSize());
+    if (src < 0) {
+      // From any rank: the sender is known once the message is in.
+      Channel& ch = channel(1, -1, tag);
+      auto store = ch.store;
+      return stage(
+          OpType::RECVANYSOURCE, none, tensors, {},
+          [this, tag, store](std::vector<at::Tensor>&,
+                             std::vector<at::Tensor>& out) {
+            WorkPtr w = gloo_->recvAnysource(out, tag);
+            w->wait();
+            int from = w->sourceRank();
+            store->deleteKey(
+                p2p_key(from, getRank(), tag, next_seq(recv_seq_, from, tag)));
+            return WorkPtr();
+          },
+          Carry::kBytes, false, false, c10d::ReduceOp::UNUSED, &ch.worker);
+    }
+    std::string key = p2p_key(src, getRank(), tag, next_seq(recv_seq_, src, tag));
+    int64_t timeout_ms = timeout_ms_;
+    Channel& ch = channel(1, src, tag);
+    auto store = ch.store;
     return stage(
         OpType::RECV, none, tensors, {},
-        [this, src, tag, mine, me](std::vector<at::Tensor>&,
-                                   std::vector<at::Tensor>& out) {
-          std::vector<at::Tensor> hd{at::empty({static_cast<int64_t>(
-                                                   mine.size())},
-                                               at::kLong)};
-          WorkPtr w = src >= 0 ? gloo_->recv(hd, src, tag)
-                               : gloo_->recvAnysource(hd, tag);
-          w->wait();
-          int from = src >= 0 ? src : w->sourceRank();
-          const int64_t* h = hd[0].data_ptr<int64_t>();
-          if (h[1] != mine[1] || h[3] != mine[3]) {
-            // Take the message anyway, so the sender is not left hanging.
-            std::vector<at::Tensor> scratch{at::empty(
-                {h[3] * static_cast<int64_t>(c10::elementSize(
-                            static_cast<at::ScalarType>(h[1])))},
-                at::kByte)};
-            gloo_->recv(scratch, from, tag)->wait();
-            TORCH_CHECK(false, "rank ", from, " sent ",
-                        describe_head(h, getSize()), ", this rank receives ",
-                        me);
+        [this, src, tag, mine, me, key, timeout_ms, store](
+            std::vector<at::Tensor>&, std::vector<at::Tensor>& out) {
+          store->wait({key}, std::chrono::milliseconds(timeout_ms));
+          std::vector<uint8_t> v = store->get(key);
+          store->deleteKey(key);
+          std::vector<int64_t> h(v.size() / sizeof(int64_t));
+          std::memcpy(h.data(), v.data(), h.size() * sizeof(int64_t));
+          if (h.size() < kHeadFixed || h[1] != mine[1] || h[3] != mine[3]) {
+            if (h.size() >= kHeadFixed && h[1] >= 0) {
+              // Take the message anyway, so the sender is not left hanging.
+              std::vector<at::Tensor> scratch{at::empty(
+                  {h[3] * static_cast<int64_t>(c10::elementSize(
+                              static_cast<at::ScalarType>(h[1])))},
+                  at::kByte)};
+              gloo_->recv(scratch, src, tag)->wait();
+            }
+            TORCH_CHECK(false, "rank ", src, " sent ",
+                        h.size() >= kHeadFixed ? describe_head(h.data(), getSize())
+                                               : std::string("something else"),
+                        ", this rank receives ", me);
           }
-          return gloo_->recv(out, from, tag);
+          return gloo_->recv(out, src, tag);
         },
-        Carry::kBytes);
+        Carry::kBytes, false, false, c10d::ReduceOp::UNUSED, &ch.worker);
+  }
+
+  // Point-to-point messages run on one thread per (direction, peer, tag):
+  // in the order they were called on that channel (which is how Gloo pairs
+  // them), and never behind a message to another peer (a send and a
+  // receive of two ranks may be called in either order on each). Each has
+  // its own connection to the store, whose blocking wait would hold up the
+  // others.
+  struct Channel {
+    c10::intrusive_ptr<c10d::Store> store;
+    Worker worker;
+  };
+  Channel& channel(int direction, int peer, int tag) {
+    std::lock_guard<std::mutex> lock(p2p_mu_);
+    auto& c = channels_[std::make_tuple(direction, peer, tag)];
+    if (!c) {
+      c = std::make_unique<Channel>();
+      c->store = store_->clone();
+    }
+    return *c;
+  }
+
+  int64_t next_seq(std::map<std::pair<int, int>, int64_t>& seqs, int peer,
+                   int tag) {
+    std::lock_guard<std::mutex> lock(p2p_mu_);
+    return ++seqs[std::make_pair(peer, tag)];
+  }
+
+  static std::string p2p_key(int src, int dst, int tag, int64_t seq) {
+    return "p2p/" + std::to_string(src) + "/" + std::to_string(dst) + "/" +
+           std::to_string(tag) + "/" + std::to_string(seq);
   }
 
   // -- helpers -----------------------------------------------------------------
@@ -1185,6 +1266,11 @@ class TpuBackend : public c10d::Backend {
   }
 
   c10::intrusive_ptr<c10d::Backend> gloo_;
+  c10::intrusive_ptr<c10d::Store> store_;
+  std::mutex p2p_mu_;
+  struct Channel;
+  std::map<std::tuple<int, int, int>, std::unique_ptr<Channel>> channels_;
+  std::map<std::pair<int, int>, int64_t> send_seq_, recv_seq_;
   int64_t timeout_ms_;
   int device_;
   bool check_calls_;
@@ -1198,14 +1284,15 @@ class TpuBackend : public c10d::Backend {
 void register_distributed(py::module& m) {
   py::class_<TpuBackend, c10d::Backend, c10::intrusive_ptr<TpuBackend>>(
       m, "_TpuBackend")
-      .def(py::init([](const c10::intrusive_ptr<c10d::Backend>& gloo, int rank,
+      .def(py::init([](const c10::intrusive_ptr<c10d::Backend>& gloo,
+                       const c10::intrusive_ptr<c10d::Store>& store, int rank,
                        int size, int64_t timeout_ms,
                        const std::string& group_key, int device) {
-             return c10::make_intrusive<TpuBackend>(gloo, rank, size,
+             return c10::make_intrusive<TpuBackend>(gloo, store, rank, size,
                                                     timeout_ms, group_key,
                                                     device);
            }),
-           py::arg("gloo"), py::arg("rank"), py::arg("size"),
+           py::arg("gloo"), py::arg("store"), py::arg("rank"), py::arg("size"),
            py::arg("timeout_ms"), py::arg("group_key"), py::arg("device"))
       .def_property_readonly("in_program", &TpuBackend::in_program);
 }

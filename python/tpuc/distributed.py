@@ -63,7 +63,13 @@ def _create(dist_opts, pg_options):
         group_key = store.get("tpuc/key").decode()
     gloo = dist.ProcessGroupGloo(dist.PrefixStore("tpuc/gloo/", store), rank, size, timeout)
     return _C._TpuBackend(
-        gloo, rank, size, timeout_ms, group_key, int(torch.tpu.current_device())
+        gloo,
+        dist.PrefixStore("tpuc/", store),
+        rank,
+        size,
+        timeout_ms,
+        group_key,
+        int(torch.tpu.current_device()),
     )
 
 

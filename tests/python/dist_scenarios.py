@@ -1,0 +1,415 @@
+"""What every rank of the distributed tests runs (test_distributed.py).
+
+Run in processes started like torchrun starts them (``python
+dist_scenarios.py SCENARIO``, with RANK, WORLD_SIZE, LOCAL_RANK,
+MASTER_ADDR and MASTER_PORT set: one tpu device per process, host staging
+over Gloo), or on threads of one process (``tpuc.distributed.run_threads``:
+one device per rank, in-program collectives). A scenario raises on any
+difference; in a process, a line ``SCENARIO-OK <json>`` on stdout reports
+success and what it measured.
+"""
+
+import json
+import os
+import sys
+from datetime import timedelta
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+DTYPES = [
+    torch.bool,
+    torch.uint8,
+    torch.int8,
+    torch.int16,
+    torch.int32,
+    torch.int64,
+    torch.uint16,
+    torch.uint32,
+    torch.uint64,
+    torch.float16,
+    torch.bfloat16,
+    torch.float32,
+    torch.float64,
+    torch.complex64,
+    torch.complex128,
+]
+# The dtypes Gloo itself takes, for the reference runs on CPU tensors.
+GLOO_DTYPES = {
+    torch.bool,
+    torch.uint8,
+    torch.int8,
+    torch.int32,
+    torch.int64,
+    torch.float16,
+    torch.bfloat16,
+    torch.float32,
+    torch.float64,
+}
+SMALL_DTYPES = [torch.bool, torch.int16, torch.uint64, torch.bfloat16, torch.float32, torch.complex64]
+R = dist.ReduceOp
+SHAPE = (4, 3)
+
+
+def _np(dtype):
+    return {
+        torch.bool: np.bool_,
+        torch.uint8: np.uint8,
+        torch.int8: np.int8,
+        torch.int16: np.int16,
+        torch.int32: np.int32,
+        torch.int64: np.int64,
+        torch.uint16: np.uint16,
+        torch.uint32: np.uint32,
+        torch.uint64: np.uint64,
+    }[dtype]
+
+
+def make(rank, dtype, shape=SHAPE, salt=0):
+    """Rank `rank`'s input: small whole numbers (so float sums, products
+    and averages are exact in every dtype and order); unsigned ints also
+    get values past the signed range, where min/max and sums differ from
+    signed arithmetic."""
+    g = torch.Generator().manual_seed(1000 * rank + 17 * salt + DTYPES.index(dtype))
+    n = 1
+    for s in shape:
+        n *= s
+    if dtype == torch.bool:
+        return torch.randint(0, 2, shape, generator=g).bool()
+    if dtype.is_complex:
+        re = torch.randint(-3, 4, shape, generator=g).to(torch.float64)
+        im = torch.randint(-3, 4, shape, generator=g).to(torch.float64)
+        return torch.complex(re, im).to(dtype)
+    if dtype.is_floating_point:
+        return torch.randint(-3, 4, shape, generator=g).to(dtype)
+    if dtype in (torch.uint16, torch.uint32, torch.uint64):
+        bits = {torch.uint16: 16, torch.uint32: 32, torch.uint64: 64}[dtype]
+        small = np.random.default_rng(n + rank * 7 + salt).integers(0, 4, size=n)
+        high = np.random.default_rng(n + rank * 11 + salt).integers(0, 2, size=n)
+        v = small.astype(np.uint64) + (high.astype(np.uint64) << np.uint64(bits - 1))
+        return torch.from_numpy(v.astype(_np(dtype)).reshape(shape))
+    if dtype == torch.uint8:
+        return torch.randint(0, 256, shape, generator=g).to(dtype)
+    return torch.randint(-3, 4, shape, generator=g).to(dtype)
+
+
+def ops_for(dtype):
+    if dtype.is_complex:
+        return [R.SUM, R.AVG, "premul"]
+    ops = [R.SUM, R.AVG, R.PRODUCT, R.MIN, R.MAX]
+    if dtype == torch.bool or not dtype.is_floating_point:
+        ops += [R.BAND, R.BOR, R.BXOR]
+    else:
+        ops += ["premul"]
+    return ops
+
+
+def reduce_ref(xs, op, dtype):
+    """The reduction of the ranks' inputs, computed here."""
+    n = len(xs)
+    if dtype.is_floating_point or dtype.is_complex:
+        wide = torch.complex128 if dtype.is_complex else torch.float64
+        s = torch.stack([x.to(wide) for x in xs])
+        if op == "premul":
+            return (s * 0.5).sum(0).to(dtype)
+        out = {
+            R.SUM: lambda: s.sum(0),
+            R.AVG: lambda: s.sum(0) / n,
+            R.PRODUCT: lambda: s.prod(0),
+            R.MIN: lambda: s.min(0).values,
+            R.MAX: lambda: s.max(0).values,
+        }[op]()
+        return out.to(dtype)
+    a = np.stack([x.numpy() for x in xs])
+    if dtype == torch.bool:
+        f = {
+            R.SUM: np.logical_or,
+            R.AVG: np.logical_or,
+            R.PRODUCT: np.logical_and,
+            R.MIN: np.logical_and,
+            R.MAX: np.logical_or,
+            R.BAND: np.logical_and,
+            R.BOR: np.logical_or,
+            R.BXOR: np.logical_xor,
+        }[op]
+        return torch.from_numpy(f.reduce(a, axis=0).astype(np.bool_))
+    f = {
+        R.SUM: np.add,
+        R.AVG: np.add,
+        R.PRODUCT: np.multiply,
+        R.MIN: np.minimum,
+        R.MAX: np.maximum,
+        R.BAND: np.bitwise_and,
+        R.BOR: np.bitwise_or,
+        R.BXOR: np.bitwise_xor,
+    }[op]
+    with np.errstate(over="ignore"):
+        r = f.reduce(a, axis=0, dtype=a.dtype)  # wraps, as the device does
+        if op == R.AVG:  # the wrapped sum divided, truncated toward zero
+            s = r.astype(object)
+            r = np.array([int(v) // n if v >= 0 else -(-int(v) // n) for v in s.reshape(-1)], dtype=object)
+            r = r.astype(a.dtype).reshape(a.shape[1:])
+    return torch.from_numpy(np.ascontiguousarray(r))
+
+
+def rop(op):
+    return dist._make_nccl_premul_sum(0.5) if op == "premul" else op
+
+
+def same(got, want, what):
+    got = got.cpu()
+    if got.dtype != want.dtype or got.shape != want.shape or not torch.equal(got, want):
+        raise AssertionError(f"{what}: got {got.dtype}{list(got.shape)} {got.flatten()[:8].tolist()}, want {want.dtype}{list(want.shape)} {want.flatten()[:8].tolist()}")
+
+
+def gloo_too(dtype):
+    """Whether the CPU tensors of this dtype can go through Gloo as a check
+    of the reference (the same process group, CPU tensors)."""
+    return dtype in GLOO_DTYPES or dtype.is_complex
+
+
+# ---------------------------------------------------------------------------
+
+
+def collectives(rank, size, dtypes=None):
+    """Every ProcessGroup operation on tpu tensors against the result
+    computed from every rank's input here, and against Gloo's on CPU tensors
+    where Gloo takes the dtype."""
+    dtypes = DTYPES if dtypes is None else [getattr(torch, d) if isinstance(d, str) else d for d in dtypes]
+    dev = torch.device("tpu", torch.tpu.current_device())
+    checked = 0
+    for dt in dtypes:
+        xs = [make(r, dt) for r in range(size)]
+        # all_reduce, every op of the dtype; a non-contiguous view too.
+        for op in ops_for(dt):
+            want = reduce_ref(xs, op, dt)
+            t = xs[rank].to(dev)
+            dist.all_reduce(t, op=rop(op))
+            same(t, want, f"all_reduce {op} {dt}")
+            checked += 1
+            if gloo_too(dt) and op not in (R.AVG, "premul"):
+                c = xs[rank].clone()
+                dist.all_reduce(c, op=op)
+                same(c, want, f"gloo all_reduce {op} {dt} (the reference)")
+        big = torch.stack([xs[rank], xs[rank]], 1).to(dev)  # [4, 2, 3]
+        view = big[:, 1]
+        dist.all_reduce(view)
+        same(view, reduce_ref(xs, R.SUM, dt), f"all_reduce of a strided view {dt}")
+        same(big[:, 0], xs[rank], f"all_reduce of a view left the rest {dt}")
+        # broadcast, reduce
+        root = size - 1
+        t = xs[rank].to(dev)
+        dist.broadcast(t, src=root)
+        same(t, xs[root], f"broadcast {dt}")
+        t = xs[rank].to(dev)
+        dist.reduce(t, dst=0, op=R.MAX if dt.is_complex is False else R.SUM)
+        if rank == 0:
+            same(t, reduce_ref(xs, R.MAX if not dt.is_complex else R.SUM, dt), f"reduce {dt}")
+        # all_gather (list and into one tensor)
+        outs = [torch.empty(SHAPE, dtype=dt, device=dev) for _ in range(size)]
+        dist.all_gather(outs, xs[rank].to(dev))
+        for r in range(size):
+            same(outs[r], xs[r], f"all_gather part {r} {dt}")
+        out = torch.empty((size * SHAPE[0],) + SHAPE[1:], dtype=dt, device=dev)
+        dist.all_gather_into_tensor(out, xs[rank].to(dev))
+        same(out, torch.cat(xs), f"all_gather_into_tensor {dt}")
+        if gloo_too(dt) and not dt.is_complex:
+            c = torch.empty_like(torch.cat(xs))
+            dist.all_gather_into_tensor(c, xs[rank])
+            same(c, torch.cat(xs), f"gloo all_gather_into_tensor {dt} (the reference)")
+        # reduce_scatter (tensor and list)
+        if not dt.is_complex:
+            ins = [make(r, dt, (size * 2, 3), salt=1) for r in range(size)]
+            for op in [R.SUM, R.MAX, R.AVG] if dt != torch.bool else [R.SUM]:
+                o = torch.empty((2, 3), dtype=dt, device=dev)
+                dist.reduce_scatter_tensor(o, ins[rank].to(dev), op=op)
+                same(o, reduce_ref(ins, op, dt)[2 * rank : 2 * rank + 2], f"reduce_scatter_tensor {op} {dt}")
+            o = torch.empty((2, 3), dtype=dt, device=dev)
+            dist.reduce_scatter(o, list(ins[rank].to(dev).split(2)))
+            same(o, reduce_ref(ins, R.SUM, dt)[2 * rank : 2 * rank + 2], f"reduce_scatter {dt}")
+        # all_to_all_single, even and uneven; all_to_all of a list
+        a = make(rank, dt, (size * 2, 3), salt=2)
+        o = torch.empty_like(a, device=dev)
+        dist.all_to_all_single(o, a.to(dev))
+        want = torch.cat([make(r, dt, (size * 2, 3), salt=2)[2 * rank : 2 * rank + 2] for r in range(size)])
+        same(o, want, f"all_to_all_single {dt}")
+        # rank r sends r+1+s rows to rank s
+        splits = lambda r: [r + 1 + s for s in range(size)]  # noqa: E731
+        srcs = [make(r, dt, (sum(splits(r)), 3), salt=3) for r in range(size)]
+        outs_n = [splits(r)[rank] for r in range(size)]
+        o = torch.empty((sum(outs_n), 3), dtype=dt, device=dev)
+        dist.all_to_all_single(o, srcs[rank].to(dev), output_split_sizes=outs_n, input_split_sizes=splits(rank))
+        want = torch.cat([srcs[r].split(splits(r))[rank] for r in range(size)])
+        same(o, want, f"all_to_all_single uneven {dt}")
+        ins = [make(rank, dt, (s + 1, 2), salt=4) for s in range(size)]
+        outs = [torch.empty((rank + 1, 2), dtype=dt, device=dev) for _ in range(size)]
+        dist.all_to_all(outs, [t.to(dev) for t in ins])
+        for r in range(size):
+            same(outs[r], make(r, dt, (rank + 1, 2), salt=4), f"all_to_all part {r} {dt}")
+        # gather, scatter
+        g = [torch.empty(SHAPE, dtype=dt, device=dev) for _ in range(size)] if rank == 0 else None
+        dist.gather(xs[rank].to(dev), g, dst=0)
+        if rank == 0:
+            for r in range(size):
+                same(g[r], xs[r], f"gather part {r} {dt}")
+        src = size - 1
+        o = torch.empty(SHAPE, dtype=dt, device=dev)
+        sl = [make(src, dt, salt=5 + r).to(dev) for r in range(size)] if rank == src else None
+        dist.scatter(o, sl, src=src)
+        same(o, make(src, dt, salt=5 + rank), f"scatter {dt}")
+        checked += 12
+    dist.barrier()
+    return checked
+
+
+def point_to_point(rank, size):
+    """send/recv, isend/irecv and batch_isend_irecv around a ring."""
+    dev = torch.device("tpu", torch.tpu.current_device())
+    nxt, prv = (rank + 1) % size, (rank - 1) % size
+    for dt in [torch.float32, torch.int64, torch.bool, torch.uint16, torch.complex128]:
+        mine = make(rank, dt)
+        got = torch.empty(SHAPE, dtype=dt, device=dev)
+        if rank % 2 == 0:
+            dist.send(mine.to(dev), dst=nxt)
+            dist.recv(got, src=prv)
+        else:
+            dist.recv(got, src=prv)
+            dist.send(mine.to(dev), dst=nxt)
+        same(got, make(prv, dt), f"send/recv {dt}")
+        got = torch.empty(SHAPE, dtype=dt, device=dev)
+        reqs = [dist.isend(mine.to(dev), dst=nxt), dist.irecv(got, src=prv)]
+        for q in reqs:
+            q.wait()
+        same(got, make(prv, dt), f"isend/irecv {dt}")
+        got = torch.empty(SHAPE, dtype=dt, device=dev)
+        ops = [dist.P2POp(dist.isend, mine.to(dev), nxt), dist.P2POp(dist.irecv, got, prv)]
+        for q in dist.batch_isend_irecv(ops):
+            q.wait()
+        same(got, make(prv, dt), f"batch_isend_irecv {dt}")
+    return True
+
+
+def async_work(rank, size):
+    """Work objects: wait, is_completed, get_future and its callbacks; the
+    value read after the call without waiting is the collective's."""
+    dev = torch.device("tpu", torch.tpu.current_device())
+    xs = [make(r, torch.float32) for r in range(size)]
+    want = reduce_ref(xs, R.SUM, torch.float32)
+    t = xs[rank].to(dev)
+    w = dist.all_reduce(t, async_op=True)
+    fut = w.get_future()
+    chained = fut.then(lambda f: f.value()[0] * 2)
+    w.wait()
+    assert w.is_completed() and w.is_success()
+    same(t, want, "async all_reduce")
+    same(fut.wait()[0], want, "future value")
+    same(chained.wait(), want * 2, "future callback")
+    # Reading the result right after the call (no wait) still sees it: the
+    # value arrives on the device before anything reads it.
+    t = xs[rank].to(dev)
+    dist.all_reduce(t, async_op=True)
+    same(t + 1, want + 1, "read without wait")
+    out = torch.empty(size * 4, 3, device=dev)
+    w = dist.all_gather_into_tensor(out, xs[rank].to(dev), async_op=True)
+    w.wait()
+    same(out, torch.cat(xs), "async all_gather_into_tensor")
+    return True
+
+
+def functional(rank, size):
+    """torch.distributed._functional_collectives (what DTensor and
+    torch.compile use) and the object collectives."""
+    import torch.distributed._functional_collectives as fc
+
+    dev = torch.device("tpu", torch.tpu.current_device())
+    group = dist.group.WORLD
+    xs = [make(r, torch.float32) for r in range(size)]
+    t = fc.all_reduce(xs[rank].to(dev), "sum", group)
+    same(fc.wait_tensor(t), reduce_ref(xs, R.SUM, torch.float32), "funcol all_reduce")
+    t = fc.all_gather_tensor(xs[rank].to(dev), 0, group)
+    same(fc.wait_tensor(t), torch.cat(xs), "funcol all_gather_tensor")
+    big = [make(r, torch.float32, (size * 2, 3), salt=1) for r in range(size)]
+    t = fc.reduce_scatter_tensor(big[rank].to(dev), "sum", 0, group)
+    same(fc.wait_tensor(t), reduce_ref(big, R.SUM, torch.float32)[2 * rank : 2 * rank + 2], "funcol reduce_scatter_tensor")
+    t = fc.all_to_all_single(big[rank].to(dev), None, None, group)
+    want = torch.cat([big[r][2 * rank : 2 * rank + 2] for r in range(size)])
+    same(fc.wait_tensor(t), want, "funcol all_to_all_single")
+    objs = [None] * size
+    dist.all_gather_object(objs, {"rank": rank, "x": [rank] * 3})
+    assert objs == [{"rank": r, "x": [r] * 3} for r in range(size)], objs
+    lst = [f"from {size - 1}"] if rank == size - 1 else [None]
+    dist.broadcast_object_list(lst, src=size - 1)
+    assert lst == [f"from {size - 1}"], lst
+    return True
+
+
+def errors(rank, size):
+    """Calls that differ across ranks raise naming every rank's call, and
+    the group and the device stay usable; a CPU tensor through the tpu
+    backend raises PyTorch's error."""
+    dev = torch.device("tpu", torch.tpu.current_device())
+    t = torch.ones(4 if rank == 0 else 8, device=dev)
+    try:
+        dist.all_reduce(t)
+    except Exception as e:  # noqa: BLE001 - the message is what is checked
+        msg = str(e)
+        assert "all_reduce" in msg and "float32[4]" in msg and "float32[8]" in msg, msg
+        assert "rank 0" in msg and "rank 1" in msg, msg
+    else:
+        raise AssertionError("an all_reduce of different sizes did not raise")
+    t = torch.ones(3, dtype=torch.float32 if rank == 0 else torch.float64, device=dev)
+    try:
+        dist.all_reduce(t)
+    except Exception as e:  # noqa: BLE001
+        assert "float32" in str(e) and "float64" in str(e), str(e)
+    else:
+        raise AssertionError("an all_reduce of different dtypes did not raise")
+    t = torch.ones(3, device=dev) * (rank + 1)
+    dist.all_reduce(t)
+    same(t, torch.full((3,), float(sum(range(1, size + 1)))), "all_reduce after errors")
+    tpu_only = dist.new_group(backend="tpu")
+    try:
+        dist.all_reduce(torch.ones(3), group=tpu_only)
+    except RuntimeError as e:  # PyTorch's own error, as for nccl and cpu
+        assert "No backend type associated with device type cpu" in str(e), str(e)
+    else:
+        raise AssertionError("a CPU tensor through the tpu backend did not raise")
+    # A bad reduce op for the dtype: Gloo's and the device's own errors.
+    try:
+        dist.all_reduce(torch.ones(3, device=dev), op=R.BAND)
+    except (RuntimeError, ValueError) as e:
+        assert "band" in str(e).lower(), str(e)
+    else:
+        raise AssertionError("a bitwise all_reduce of floats did not raise")
+    t = torch.ones(2, device=dev)
+    dist.all_reduce(t, group=tpu_only)
+    same(t, torch.full((2,), float(size)), "the device after the errors")
+    return True
+
+
+def main():
+    name = sys.argv[1]
+    fn = globals()[name]
+    extra = json.loads(os.environ.get("TPUC_TEST_ARGS", "{}"))
+    threads = int(os.environ.get("TPUC_TEST_THREADS", "0"))
+    if threads:  # ranks as threads of this process, one device each
+        import tpuc.distributed
+
+        backend = os.environ.get("TPUC_TEST_BACKEND", "cpu:gloo,tpu:tpu")
+        results = tpuc.distributed.run_threads(lambda rank: fn(rank, threads, **extra), threads, backend=backend)
+        print(f"SCENARIO-OK {json.dumps(results, default=str)}", flush=True)
+        return
+    rank = int(os.environ["RANK"])
+    size = int(os.environ["WORLD_SIZE"])
+    local = int(os.environ.get("LOCAL_RANK", rank))
+    torch.tpu.set_device(local % torch.tpu.device_count())
+    backend = os.environ.get("TPUC_TEST_BACKEND", "cpu:gloo,tpu:tpu")
+    dist.init_process_group(backend, timeout=timedelta(seconds=float(os.environ.get("TPUC_TEST_TIMEOUT", "120"))))
+    result = fn(rank, size, **extra)
+    dist.destroy_process_group()
+    print(f"SCENARIO-OK {json.dumps(result, default=str)}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

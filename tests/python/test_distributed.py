@@ -1,0 +1,146 @@
+"""torch.distributed on tpu: the `tpu` c10d backend.
+
+Ranks run as processes started the way torchrun starts them (one tpu device
+each, collectives staged through the host over Gloo) and as threads of one
+process (tpuc.distributed.run_threads: one device each, in-program
+collectives). Every multi-process run is on 127.0.0.1 and bounded in time.
+The scenarios themselves are in dist_scenarios.py.
+"""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SCENARIOS = os.path.join(HERE, "dist_scenarios.py")
+
+pytestmark = pytest.mark.skipif(not torch.tpu.is_available(), reason="the tpu device is not available")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _env(extra):
+    env = dict(os.environ)
+    env.update(
+        MASTER_ADDR="127.0.0.1",
+        GLOO_SOCKET_IFNAME="lo",
+        TORCH_SHOW_CPP_STACKTRACES="0",
+    )
+    env.update(extra)
+    return env
+
+
+def _finish(procs, timeout):
+    """Waits for every process (at most `timeout` seconds in all; the
+    rest are killed) and returns their (returncode, output)."""
+    deadline = time.monotonic() + timeout
+    out = []
+    for p in procs:
+        try:
+            o, _ = p.communicate(timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                q.kill()
+            o, _ = p.communicate()
+            out.append((None, o))
+            continue
+        out.append((p.returncode, o))
+    return out
+
+
+def _results(runs, name):
+    results = []
+    for i, (rc, o) in enumerate(runs):
+        lines = [ln for ln in o.splitlines() if ln.startswith("SCENARIO-OK ")]
+        assert rc == 0 and lines, f"{name}: process {i} ended with {rc}:\n{o[-6000:]}"
+        results.append(json.loads(lines[-1][len("SCENARIO-OK ") :]))
+    return results
+
+
+def launch(scenario, nprocs, args=None, env=None, timeout=600):
+    """Runs `scenario` on `nprocs` processes (RANK, WORLD_SIZE, LOCAL_RANK,
+    MASTER_ADDR/PORT as torchrun sets them); returns each rank's result."""
+    port = str(free_port())
+    procs = []
+    for r in range(nprocs):
+        e = _env(
+            {
+                "RANK": str(r),
+                "WORLD_SIZE": str(nprocs),
+                "LOCAL_RANK": str(r),
+                "MASTER_PORT": port,
+                "TPUC_TEST_ARGS": json.dumps(args or {}),
+            }
+        )
+        e.update(env or {})
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, SCENARIOS, scenario],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                env=e,
+            )
+        )
+    return _results(_finish(procs, timeout), scenario)
+
+
+def threads(scenario, n, args=None, timeout=600):
+    """Runs `scenario` on `n` threads of one process (a child process, so a
+    failure cannot take pytest down); returns the ranks' results."""
+    e = _env({"TPUC_TEST_THREADS": str(n), "TPUC_TEST_ARGS": json.dumps(args or {})})
+    p = subprocess.Popen([sys.executable, SCENARIOS, scenario], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=e)
+    return _results(_finish([p], timeout), scenario)[0]
+
+
+# ---- every ProcessGroup operation ------------------------------------------
+
+
+def test_collectives_two_processes():
+    res = launch("collectives", 2)
+    assert res[0] == res[1] > 0
+
+
+def test_collectives_four_processes():
+    res = launch("collectives", 4, args={"dtypes": ["bool", "int16", "uint64", "bfloat16", "float32", "complex64"]})
+    assert len(res) == 4 and len(set(res)) == 1
+
+
+def test_collectives_threads_in_program():
+    res = threads("collectives", 4)
+    assert len(res) == 4 and len(set(res)) == 1
+
+
+def test_collectives_two_threads():
+    res = threads("collectives", 2, args={"dtypes": ["bool", "uint8", "int32", "float16", "float64", "complex128"]})
+    assert len(res) == 2
+
+
+def test_point_to_point():
+    assert launch("point_to_point", 2) == [True, True]
+    assert threads("point_to_point", 4) == [True] * 4
+
+
+def test_async_work_and_futures():
+    assert launch("async_work", 2) == [True, True]
+    assert threads("async_work", 2) == [True, True]
+
+
+def test_functional_collectives():
+    assert launch("functional", 2) == [True, True]
+    assert threads("functional", 2) == [True, True]
+
+
+def test_mismatched_calls_and_bad_input():
+    assert launch("errors", 2) == [True, True]
+    assert threads("errors", 2) == [True, True]
