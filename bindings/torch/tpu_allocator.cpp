@@ -20,6 +20,9 @@ void* reserve_handle(size_t nbytes) {
 }
 
 void release_storage(void* ctx) {
+  // A forked child cannot touch the parent's device buffers: what it
+  // inherited is left as it is (it goes with the child's memory).
+  if (in_bad_fork()) return;
   tpuc_storage_release(static_cast<tpuc_storage*>(ctx));
 }
 

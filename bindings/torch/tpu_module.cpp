@@ -199,6 +199,7 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_register_hooks", &register_hooks);
   m.def("_runtime_error", [] { return runtime_error(); });
+  m.def("_is_in_bad_fork", [] { return in_bad_fork(); });
   m.def("is_available", [] { return runtime_ready() && device_count() > 0; });
   m.def("device_count", [] { return device_count(); });
   m.def("current_device", [] { return static_cast<int>(current_device()); });

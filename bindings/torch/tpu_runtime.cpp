@@ -5,6 +5,8 @@
 
 #include <c10/util/Exception.h>
 
+#include <pthread.h>
+
 #include <mutex>
 
 namespace tpuc_torch {
@@ -12,6 +14,22 @@ namespace {
 
 std::mutex g_mu;
 tpuc_client* g_client = nullptr;
+// Set in a child forked after the client was created: the plugin's threads
+// and its device state did not come along, so the device cannot be used
+// there (as CUDA after a fork).
+bool g_bad_fork = false;
+
+void on_fork_child() {
+  if (g_client != nullptr) g_bad_fork = true;
+}
+
+void check_not_forked() {
+  TORCH_CHECK(!g_bad_fork,
+              "Cannot re-initialize tpu in forked subprocess. To use tpu "
+              "with multiprocessing, you must use the 'spawn' start method "
+              "(torch.multiprocessing.spawn, or "
+              "multiprocessing.set_start_method('spawn')), or torchrun");
+}
 std::string g_error = "tpuc runtime not initialized";
 thread_local c10::DeviceIndex t_device = 0;
 
@@ -42,9 +60,17 @@ void check(tpuc_status* st) {
   }
 }
 
+bool in_bad_fork() { return g_bad_fork; }
+
 void init_runtime(const std::vector<std::string>& site_dirs) {
   std::lock_guard<std::mutex> lock(g_mu);
+  check_not_forked();
   if (g_client != nullptr) return;
+  static bool once = [] {
+    pthread_atfork(nullptr, nullptr, on_fork_child);
+    return true;
+  }();
+  (void)once;
   std::vector<const char*> dirs;
   for (const auto& d : site_dirs) dirs.push_back(d.c_str());
   tpuc_plugin* plugin = nullptr;
@@ -87,6 +113,7 @@ tpuc_status* synchronize_status() {
 void synchronize_all() { check(synchronize_status()); }
 
 tpuc_client* client() {
+  check_not_forked();
   TORCH_CHECK(g_client != nullptr,
               "the tpu device is not available: ", g_error);
   return g_client;
@@ -174,6 +201,7 @@ at::ScalarType to_scalar_type(tpuc_dtype d) {
 }
 
 tpuc_storage* storage_of(const at::Tensor& t) {
+  check_not_forked();
   auto* s = static_cast<tpuc_storage*>(t.storage().data_ptr().get_context());
   TORCH_CHECK(s != nullptr, "tensor has no tpu storage");
   return s;

@@ -14,6 +14,9 @@ namespace tpuc_torch {
 // Creates the client from the plugin found in `site_dirs` (once).
 void init_runtime(const std::vector<std::string>& site_dirs);
 bool runtime_ready();
+// True in a child process forked after the device was initialized, where
+// every use of it raises (storages it inherited are not freed there).
+bool in_bad_fork();
 // Why the runtime could not start ("" when it did).
 const std::string& runtime_error();
 // The client; raises a RuntimeError if the runtime is not initialized.

@@ -43,7 +43,9 @@ def _lazy_init():
 
 
 def _is_in_bad_fork():
-    return False
+    """True in a process forked after the tpu device was initialized: the
+    device cannot be used there (use the 'spawn' start method)."""
+    return _unavailable is None and bool(_C()._is_in_bad_fork())
 
 
 def device_count():
