@@ -955,6 +955,9 @@ class TpuBackend : public c10d::Backend {
         }
       } catch (const std::exception& e) {
         std::string msg = "tpu " + job->what + ": " + message_of(e);
+        if (msg.find("gloo/transport") != std::string::npos)
+          msg += " (another rank of the group ended, failed, or did not "
+                 "reach this collective within the group's timeout)";
         job->fail(msg);
         try {
           C10_THROW_ERROR(DistBackendError, msg);

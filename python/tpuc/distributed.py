@@ -32,6 +32,7 @@ aborting inside Gloo); ``TPUC_DIST_CHECK=0`` skips that exchange.
 
 import os
 import socket
+import sys
 import threading
 from datetime import timedelta
 
@@ -149,6 +150,12 @@ def run_threads(fn, world_size, args=(), backend=BACKEND, timeout=timedelta(minu
                 dist.destroy_process_group()
         except BaseException as e:  # reported to the caller below
             errors[rank] = e
+            # Said at once: the other ranks may wait for this one until
+            # their collectives time out.
+            import traceback
+
+            sys.stderr.write(f"[tpuc rank {rank}] " + "".join(traceback.format_exception(e)))
+            sys.stderr.flush()
 
     threads = [threading.Thread(target=body, args=(r,), name=f"tpuc-rank-{r}") for r in range(world_size)]
     try:

@@ -9,9 +9,11 @@ difference; in a process, a line ``SCENARIO-OK <json>`` on stdout reports
 success and what it measured.
 """
 
+import contextlib
 import json
 import os
 import sys
+import threading
 from datetime import timedelta
 
 import numpy as np
@@ -388,6 +390,364 @@ def errors(rank, size):
     return True
 
 
+
+# ---- training --------------------------------------------------------------
+
+# Ranks that are threads share the global RNG: weights are drawn under a
+# lock, so every rank gets the same ones.
+_RNG_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _seeded(seed):
+    with _RNG_LOCK:
+        torch.manual_seed(seed)
+        yield
+
+
+def _model(name):
+    """A tiny model with random weights (the same on every rank), dropout
+    off so every run computes the same thing."""
+    import transformers
+
+    with _seeded(0):
+        if name == "gpt2":
+            cfg = transformers.GPT2Config(
+                vocab_size=64, n_embd=32, n_layer=2, n_head=4, n_positions=32, resid_pdrop=0.0,
+                embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=0, eos_token_id=0,
+            )
+            return transformers.GPT2LMHeadModel(cfg)
+        if name == "llama":
+            cfg = transformers.LlamaConfig(
+                vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                bos_token_id=0, eos_token_id=0,
+            )
+            return transformers.LlamaForCausalLM(cfg)
+    raise ValueError(name)
+
+
+def _linear_mlp(model):
+    """GPT-2's MLP with nn.Linear instead of its Conv1D (the same
+    products), which tensor parallelism's styles take."""
+    from transformers.pytorch_utils import Conv1D
+
+    for block in model.transformer.h:
+        for name in ("c_fc", "c_proj"):
+            c = getattr(block.mlp, name)
+            if isinstance(c, Conv1D):
+                lin = torch.nn.Linear(c.weight.shape[0], c.weight.shape[1])
+                with torch.no_grad():
+                    lin.weight.copy_(c.weight.t())
+                    lin.bias.copy_(c.bias)
+                setattr(block.mlp, name, lin)
+    return model
+
+
+def _batches(steps, batch):
+    g = torch.Generator().manual_seed(5)
+    return [torch.randint(0, 64, (batch, 8), generator=g) for _ in range(steps)]
+
+
+def _reference(name, steps, dp, per, tp_prep):
+    """Single-device training on the CPU: each step's loss is the mean of
+    the data-parallel ranks' losses (what DDP's and FSDP's averaged
+    gradients are the gradient of)."""
+    model = _model(name)
+    if tp_prep:
+        _linear_mlp(model)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    losses = []
+    for ids in _batches(steps, dp * per):
+        opt.zero_grad()
+        parts = [model(input_ids=ids[r * per : (r + 1) * per], labels=ids[r * per : (r + 1) * per]).loss for r in range(dp)]
+        loss = sum(parts) / dp
+        loss.backward()
+        opt.step()
+        losses.append(float(loss.detach()))
+    return losses, {k: v.detach() for k, v in model.state_dict().items()}
+
+
+def _full_state(model):
+    out = {}
+    for k, v in model.state_dict().items():
+        if hasattr(v, "full_tensor"):
+            v = v.full_tensor()
+        out[k.replace("module.", "", 1) if k.startswith("module.") else k] = v.detach().cpu()
+    return out
+
+
+def _close_states(state, ref, atol, rtol, what):
+    for k, v in ref.items():
+        if not v.is_floating_point():
+            continue
+        got = state[k].to(v.dtype)
+        if not torch.allclose(got, v, atol=atol, rtol=rtol):
+            raise AssertionError(f"{what}: {k} differs by {(got - v).abs().max().item():.3g}")
+
+
+def train(rank, size, model="gpt2", mode="ddp", steps=5, tp=1, mixed=False, reshard=True):
+    """5 AdamW steps of a tiny GPT-2 or Llama with DDP, FSDP2 or 2-D FSDP2
+    x tensor parallelism, against the same training on one device."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+    dev = torch.device("tpu", torch.tpu.current_device())
+    dp = size // tp
+    per = 2
+    ref_losses, ref_state = _reference(model, steps, dp, per, tp > 1 and model == "gpt2")
+    m = _model(model)
+    if tp > 1 and model == "gpt2":
+        _linear_mlp(m)
+    m.to(dev)
+    dp_rank = rank
+    if mode == "ddp":
+        m = torch.nn.parallel.DistributedDataParallel(m)
+    else:
+        policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) if mixed else MixedPrecisionPolicy()
+        if tp > 1:
+            mesh = init_device_mesh("tpu", (dp, tp), mesh_dim_names=("dp", "tp"))
+            dp_rank = mesh["dp"].get_local_rank()
+            if model == "llama":
+                plan = {
+                    "self_attn.q_proj": ColwiseParallel(),
+                    "self_attn.k_proj": ColwiseParallel(),
+                    "self_attn.v_proj": ColwiseParallel(),
+                    "self_attn.o_proj": RowwiseParallel(),
+                    "mlp.gate_proj": ColwiseParallel(),
+                    "mlp.up_proj": ColwiseParallel(),
+                    "mlp.down_proj": RowwiseParallel(),
+                }
+                layers = m.model.layers
+            else:
+                plan = {"mlp.c_fc": ColwiseParallel(), "mlp.c_proj": RowwiseParallel()}
+                layers = m.transformer.h
+            for layer in layers:
+                parallelize_module(layer, mesh["tp"], plan)
+            dp_mesh = mesh["dp"]
+        else:
+            dp_mesh = init_device_mesh("tpu", (size,))
+            layers = m.model.layers if model == "llama" else m.transformer.h
+        for layer in layers:
+            fully_shard(layer, mesh=dp_mesh, mp_policy=policy, reshard_after_forward=reshard)
+        fully_shard(m, mesh=dp_mesh, mp_policy=policy, reshard_after_forward=reshard)
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-2)
+    losses = []
+    for ids in _batches(steps, dp * per):
+        local = ids[dp_rank * per : (dp_rank + 1) * per].to(dev)
+        opt.zero_grad()
+        loss = m(input_ids=local, labels=local).loss
+        loss.backward()
+        opt.step()
+        losses.append(loss.detach())
+    # The step's loss over every data-parallel rank.
+    mine = torch.stack(losses).float()
+    dist.all_reduce(mine)
+    mean = (mine / size).cpu().tolist()  # tp ranks of one dp rank hold one loss
+    atol, rtol = (3e-2, 3e-2) if mixed else (2e-4, 2e-3)
+    for i, (a, b) in enumerate(zip(mean, ref_losses)):
+        if abs(a - b) > atol + rtol * abs(b):
+            raise AssertionError(f"{model} {mode} step {i}: loss {a} against {b} on one device")
+    _close_states(_full_state(m), ref_state, *((5e-2, 5e-2) if mixed else (1e-4, 1e-3)), what=f"{model} {mode}")
+    return mean
+
+
+def ddp_features(rank, size):
+    """DDP's bucketing, no_sync, communication hooks and
+    find_unused_parameters: the gradients are the ranks' average."""
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+    dev = torch.device("tpu", torch.tpu.current_device())
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = torch.nn.Linear(6, 8)
+            self.b = torch.nn.Linear(8, 3)
+            self.unused = torch.nn.Linear(3, 3)  # DDP(find_unused_parameters) only
+
+        def forward(self, x):
+            return self.b(torch.relu(self.a(x)))
+
+    def without_unused(net):
+        net.unused = None
+        return net
+
+    def data(r, k=0):
+        g = torch.Generator().manual_seed(100 * r + k)
+        return torch.randn(4, 6, generator=g), torch.randn(4, 3, generator=g)
+
+    def grads_of(net, batches):
+        net.zero_grad()
+        for x, y in batches:
+            torch.nn.functional.mse_loss(net(x), y).backward()
+        return {n: p.grad.clone() if p.grad is not None else None for n, p in net.named_parameters()}
+
+    with _seeded(3):
+        base = Net()
+    # Expected: the average over ranks of each rank's local gradient.
+    per_rank = [grads_of(_copy(base), [data(r)]) for r in range(size)]
+    want = {n: sum(g[n] for g in per_rank) / size for n in per_rank[0] if per_rank[0][n] is not None}
+    cases = [
+        ("buckets", dict(bucket_cap_mb=1e-4), None, 2e-6),
+        ("allreduce_hook", {}, default_hooks.allreduce_hook, 2e-6),
+        ("fp16_compress_hook", {}, default_hooks.fp16_compress_hook, 3e-3),
+        ("bf16_compress_hook", {}, default_hooks.bf16_compress_hook, 3e-2),
+        ("find_unused", dict(find_unused_parameters=True), None, 2e-6),
+    ]
+    for name, kw, hook, tol in cases:
+        net = _copy(base).to(dev)
+        if name != "find_unused":
+            without_unused(net)
+        ddp = torch.nn.parallel.DistributedDataParallel(net, **kw)
+        if hook is not None:
+            ddp.register_comm_hook(None, hook)
+        x, y = data(rank)
+        ddp.zero_grad()
+        torch.nn.functional.mse_loss(ddp(x.to(dev)), y.to(dev)).backward()
+        for n, p in net.named_parameters():
+            if n in want:
+                if not torch.allclose(p.grad.cpu(), want[n], atol=tol, rtol=tol):
+                    raise AssertionError(f"ddp {name}: {n} differs by {(p.grad.cpu() - want[n]).abs().max()}")
+            elif p.grad is not None and p.grad.abs().sum() != 0:
+                raise AssertionError(f"ddp {name}: the unused {n} got a gradient")
+    # no_sync: two local micro-batches, then one synchronized: the average
+    # over ranks of the sum of each rank's three gradients.
+    per_rank = [grads_of(_copy(base), [data(r, 0), data(r, 1), data(r, 2)]) for r in range(size)]
+    want3 = {n: sum(g[n] for g in per_rank) / size for n in per_rank[0] if per_rank[0][n] is not None}
+    net = without_unused(_copy(base)).to(dev)
+    ddp = torch.nn.parallel.DistributedDataParallel(net)
+    ddp.zero_grad()
+    with ddp.no_sync():
+        for k in (0, 1):
+            x, y = data(rank, k)
+            torch.nn.functional.mse_loss(ddp(x.to(dev)), y.to(dev)).backward()
+    x, y = data(rank, 2)
+    torch.nn.functional.mse_loss(ddp(x.to(dev)), y.to(dev)).backward()
+    for n, p in net.named_parameters():
+        if n in want3 and not torch.allclose(p.grad.cpu(), want3[n], atol=1e-5, rtol=1e-5):
+            raise AssertionError(f"ddp no_sync: {n} differs by {(p.grad.cpu() - want3[n]).abs().max()}")
+    return len(cases) + 1
+
+
+def _copy(module):
+    import copy
+
+    return copy.deepcopy(module)
+
+
+def dtensor(rank, size):
+    """DTensor on a tpu mesh: distribute_tensor, Shard / Replicate /
+    Partial, redistribute, full_tensor, and ops on DTensors against the same
+    ops on plain tensors."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import DTensor, Partial, Replicate, Shard, distribute_tensor
+
+    mesh = init_device_mesh("tpu", (size,))
+    g = torch.Generator().manual_seed(11)
+    x = torch.randn(4 * size, 6, generator=g)
+    w = torch.randn(6, 5, generator=g)
+    dx = distribute_tensor(x.to("tpu"), mesh, [Shard(0)])
+    assert dx.to_local().shape == (4, 6)
+    same(dx.to_local(), x[4 * rank : 4 * rank + 4], "Shard(0) local part")
+    same(dx.full_tensor(), x, "full_tensor")
+    same(dx.redistribute(mesh, [Replicate()]).to_local(), x, "Shard(0) -> Replicate")
+    d1 = dx.redistribute(mesh, [Shard(1)]) if 6 % size == 0 else None
+    if d1 is not None:
+        same(d1.full_tensor(), x, "Shard(0) -> Shard(1)")
+    dw = distribute_tensor(w.to("tpu"), mesh, [Replicate()])
+    y = dx @ dw
+    assert y.placements == (Shard(0),), y.placements
+    torch.testing.assert_close(y.full_tensor().cpu(), x @ w, atol=1e-5, rtol=1e-5)
+    s = dx.sum()
+    torch.testing.assert_close(s.full_tensor().cpu(), x.sum(), atol=1e-4, rtol=1e-5)
+    sm = torch.softmax(dx, dim=1)
+    torch.testing.assert_close(sm.full_tensor().cpu(), torch.softmax(x, dim=1), atol=1e-6, rtol=1e-5)
+    local = torch.full((3,), float(rank + 1), device="tpu")
+    part = DTensor.from_local(local, mesh, [Partial()])
+    same(part.redistribute(mesh, [Replicate()]).to_local(), torch.full((3,), float(size * (size + 1) // 2)), "Partial -> Replicate")
+    sc = part.redistribute(mesh, [Shard(0)]) if 3 % size == 0 else None
+    if sc is not None:
+        same(sc.full_tensor(), torch.full((3,), float(size * (size + 1) // 2)), "Partial -> Shard")
+    # Autograd through DTensors: the gradient of a sharded product.
+    dxr = distribute_tensor(x.to("tpu"), mesh, [Shard(0)]).requires_grad_()
+    (dxr @ dw).sum().backward()
+    torch.testing.assert_close(dxr.grad.full_tensor().cpu(), (torch.ones(4 * size, 5) @ w.t()), atol=1e-5, rtol=1e-5)
+    return True
+
+
+def checkpoint(rank, size, path):
+    """torch.distributed.checkpoint: an FSDP2 model's sharded state (and its
+    optimizer's) saved, loaded into a new model, and training goes on the
+    same."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    mesh = init_device_mesh("tpu", (size,))
+
+    def sharded():
+        m = _model("llama").to("tpu")
+        for layer in m.model.layers:
+            fully_shard(layer, mesh=mesh)
+        fully_shard(m, mesh=mesh)
+        return m, torch.optim.AdamW(m.parameters(), lr=1e-2)
+
+    def step(m, opt, ids):
+        local = ids[rank * 2 : rank * 2 + 2].to("tpu")
+        opt.zero_grad()
+        loss = m(input_ids=local, labels=local).loss
+        loss.backward()
+        opt.step()
+        return float(loss)
+
+    batches = _batches(3, 2 * size)
+    m, opt = sharded()
+    step(m, opt, batches[0])
+    step(m, opt, batches[1])
+    msd, osd = get_state_dict(m, opt)
+    dcp.save({"model": msd, "optim": osd}, checkpoint_id=path)
+    m2, opt2 = sharded()
+    msd2, osd2 = get_state_dict(m2, opt2)
+    state = {"model": msd2, "optim": osd2}
+    dcp.load(state, checkpoint_id=path)
+    set_state_dict(m2, opt2, model_state_dict=state["model"], optim_state_dict=state["optim"])
+    a, b = _full_state(m), _full_state(m2)
+    for k in a:
+        same(b[k], a[k], f"loaded {k}")
+    la, lb = step(m, opt, batches[2]), step(m2, opt2, batches[2])
+    if la != lb:
+        raise AssertionError(f"the step after loading: loss {lb} against {la}")
+    return la
+
+
+def faults(rank, size, how):
+    """A rank that dies (`exit`) or hangs (`hang`): the others' collective
+    raises within the group's timeout instead of waiting forever."""
+    import time
+
+    dev = torch.device("tpu", torch.tpu.current_device())
+    t = torch.ones(3, device=dev)
+    dist.all_reduce(t)  # everyone is here
+    torch.tpu.synchronize()
+    if rank == size - 1:
+        if how == "exit":
+            os._exit(7)
+        time.sleep(3600)
+    start = time.monotonic()
+    try:
+        dist.all_reduce(torch.ones(1 << 16, device=dev))
+        torch.tpu.synchronize()
+    except Exception as e:  # noqa: BLE001 - what it says is the result
+        elapsed = time.monotonic() - start
+        # The device is still usable after the error.
+        after = float((torch.ones(4, device=dev) * 2).sum().cpu())
+        return {"error": type(e).__name__, "message": str(e).splitlines()[0][:400], "seconds": elapsed, "after": after}
+    raise AssertionError("the collective with a missing rank did not raise")
+
+
 def main():
     name = sys.argv[1]
     fn = globals()[name]
@@ -395,9 +755,15 @@ def main():
     threads = int(os.environ.get("TPUC_TEST_THREADS", "0"))
     if threads:  # ranks as threads of this process, one device each
         import tpuc.distributed
+        import transformers
+
+        # Resolved once here: transformers' lazy imports race when several
+        # threads touch them first.
+        transformers.GPT2LMHeadModel, transformers.LlamaForCausalLM  # noqa: B018
 
         backend = os.environ.get("TPUC_TEST_BACKEND", "cpu:gloo,tpu:tpu")
-        results = tpuc.distributed.run_threads(lambda rank: fn(rank, threads, **extra), threads, backend=backend)
+        timeout = timedelta(seconds=float(os.environ.get("TPUC_TEST_TIMEOUT", "120")))
+        results = tpuc.distributed.run_threads(lambda rank: fn(rank, threads, **extra), threads, backend=backend, timeout=timeout)
         print(f"SCENARIO-OK {json.dumps(results, default=str)}", flush=True)
         return
     rank = int(os.environ["RANK"])

@@ -144,3 +144,98 @@ def test_functional_collectives():
 def test_mismatched_calls_and_bad_input():
     assert launch("errors", 2) == [True, True]
     assert threads("errors", 2) == [True, True]
+
+
+# ---- the libraries on top ----------------------------------------------------
+
+
+def test_ddp_gpt2_and_llama_against_one_device():
+    for model in ("gpt2", "llama"):
+        res = launch("train", 2, args={"model": model, "mode": "ddp"})
+        assert res[0] == res[1] and len(res[0]) == 5
+
+
+def test_ddp_features():
+    assert launch("ddp_features", 2) == [6, 6]
+
+
+def test_fsdp2_against_one_device():
+    res = launch("train", 2, args={"model": "gpt2", "mode": "fsdp"})
+    assert res[0] == res[1]
+    res = launch("train", 2, args={"model": "llama", "mode": "fsdp", "reshard": False})
+    assert res[0] == res[1]
+    # bf16 parameters with float32 gradient reduction, within bf16's rounding
+    res = launch("train", 2, args={"model": "llama", "mode": "fsdp", "mixed": True})
+    assert res[0] == res[1]
+
+
+def test_fsdp2_with_tensor_parallel_2d():
+    for model in ("llama", "gpt2"):
+        res = launch("train", 4, args={"model": model, "mode": "fsdp", "tp": 2})
+        assert len(set(map(tuple, res))) == 1
+
+
+def test_training_on_threads_in_program():
+    res = threads("train", 2, args={"model": "gpt2", "mode": "ddp"})
+    assert res[0] == res[1]
+    res = threads("train", 4, args={"model": "llama", "mode": "fsdp", "tp": 2})
+    assert len(set(map(tuple, res))) == 1
+
+
+def test_dtensor():
+    assert launch("dtensor", 2) == [True, True]
+    assert threads("dtensor", 4) == [True] * 4
+
+
+def test_checkpoint_round_trip(tmp_path):
+    res = launch("checkpoint", 2, args={"path": str(tmp_path / "ckpt")})
+    assert len(res) == 2 and all(isinstance(r, float) for r in res)
+    assert any(tmp_path.joinpath("ckpt").iterdir())
+
+
+# ---- faults ------------------------------------------------------------------
+
+
+def _survivor(how, timeout_s):
+    port = str(free_port())
+    procs = []
+    for r in range(2):
+        e = _env(
+            {
+                "RANK": str(r),
+                "WORLD_SIZE": "2",
+                "LOCAL_RANK": str(r),
+                "MASTER_PORT": port,
+                "TPUC_TEST_ARGS": json.dumps({"how": how}),
+                "TPUC_TEST_TIMEOUT": str(timeout_s),
+                "TPUC_TEST_BACKEND": "tpu",
+            }
+        )
+        procs.append(subprocess.Popen([sys.executable, SCENARIOS, "faults"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=e))
+    start = time.monotonic()
+    try:
+        out, _ = procs[0].communicate(timeout=timeout_s + 120)
+    finally:
+        for p in procs:
+            p.kill()
+            p.communicate()
+    elapsed = time.monotonic() - start
+    lines = [ln for ln in out.splitlines() if ln.startswith("SCENARIO-OK ")]
+    assert lines, out[-4000:]
+    return json.loads(lines[-1][len("SCENARIO-OK ") :]), elapsed
+
+
+def test_a_rank_that_dies_ends_the_others_collective():
+    res, _ = _survivor("exit", 60)
+    assert res["error"] == "DistBackendError", res
+    assert "all_reduce" in res["message"], res
+    assert res["seconds"] < 60, res
+    assert res["after"] == 8.0
+
+
+def test_a_rank_that_hangs_ends_the_others_collective_at_the_timeout():
+    res, _ = _survivor("hang", 10)
+    assert res["error"] == "DistBackendError", res
+    assert "all_reduce" in res["message"] and "imed out" in res["message"], res
+    assert 9 < res["seconds"] < 60, res
+    assert res["after"] == 8.0
