@@ -239,3 +239,60 @@ def test_a_rank_that_hangs_ends_the_others_collective_at_the_timeout():
     assert "all_reduce" in res["message"] and "imed out" in res["message"], res
     assert 9 < res["seconds"] < 60, res
     assert res["after"] == 8.0
+
+
+# ---- launchers and libraries --------------------------------------------------
+
+ROOT = os.path.dirname(os.path.dirname(HERE))
+EXAMPLE = os.path.join(ROOT, "examples", "ddp_gpt2.py")
+
+
+def _run(cmd, env=None, timeout=600):
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_env(env or {}), timeout=timeout)
+    assert p.returncode == 0, p.stdout[-6000:]
+    return p.stdout
+
+
+def _losses(out):
+    return [float(ln.split("loss ")[1].split()[0]) for ln in out.splitlines() if ln.startswith("step ")]
+
+
+def test_torchrun_runs_the_readme_example_as_one_device_would():
+    """The README's example under torchrun on 2 processes: the loss of each
+    step is what one process gets on the same global batch."""
+    port = str(free_port())
+    two = _run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-addr", "127.0.0.1",
+                "--master-port", port, EXAMPLE, "--steps", "3", "--batch", "2"])
+    one = _run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "1", "--master-addr", "127.0.0.1",
+                "--master-port", str(free_port()), EXAMPLE, "--steps", "3", "--batch", "4"])
+    a, b = _losses(two), _losses(one)
+    assert len(a) == len(b) == 3 and "(2 ranks)" in two and "(1 ranks)" in one
+    for x, y in zip(a, b):
+        assert abs(x - y) < 2e-4, (a, b)
+
+
+def test_multiprocessing_spawn():
+    out = _run([sys.executable, EXAMPLE, "--spawn", "2", "--steps", "2"], env={"MASTER_PORT": str(free_port())})
+    assert len(_losses(out)) == 2 and "(2 ranks)" in out
+
+
+def _trainer_lines(out):
+    return [json.loads(ln[len("TRAINER ") :]) for ln in out.splitlines() if ln.startswith("TRAINER ")]
+
+
+def test_accelerate_launch_and_trainer_with_ddp(tmp_path):
+    script = os.path.join(HERE, "dist_trainer.py")
+    accelerate = os.path.join(os.path.dirname(sys.executable), "accelerate")
+    out = _run([accelerate, "launch", "--multi_gpu", "--num_processes", "2", "--main_process_ip", "127.0.0.1",
+                "--main_process_port", str(free_port()), script, str(tmp_path / "two")])
+    ranks = sorted(_trainer_lines(out), key=lambda r: r["rank"])
+    assert [r["rank"] for r in ranks] == [0, 1], out[-3000:]
+    for r in ranks:
+        assert r["device"] == f"tpu:{r['rank']}" and r["world"] == 2, r
+        assert r["backend"] == "tpu" and r["wrapped"] == "DistributedDataParallel", r
+    # DDP kept the ranks' weights identical, and training moved them.
+    assert ranks[0]["weights"] == ranks[1]["weights"]
+    assert len(ranks[0]["losses"]) == 4 and all(x == x for x in ranks[0]["losses"])
+    one = _trainer_lines(_run([sys.executable, script, str(tmp_path / "one")]))[0]
+    assert one["device"] == "tpu:0" and one["world"] == 1, one
+    assert one["weights"] != ranks[0]["weights"]
