@@ -260,6 +260,20 @@ class Worker {
     cv_.notify_all();
   }
 
+  // Returns once every job posted before the call has finished.
+  void drain() {
+    std::mutex m;
+    std::condition_variable cv;
+    bool done = false;
+    post([&] {
+      std::lock_guard<std::mutex> lock(m);
+      done = true;
+      cv.notify_all();
+    });
+    std::unique_lock<std::mutex> lock(m);
+    cv.wait(lock, [&] { return done; });
+  }
+
  private:
   void loop() {
     for (;;) {
@@ -314,6 +328,14 @@ bool env_flag(const char* name, bool dflt) {
 
 // ---- the backend -------------------------------------------------------------
 
+class TpuBackend;
+// Backends alive in this process, so that their threads can finish their
+// work before the interpreter shuts down (a job's last step may complete a
+// future whose callbacks, or free tensors whose Python objects, need the
+// interpreter).
+std::mutex g_live_mu;
+std::vector<TpuBackend*> g_live;
+
 class TpuBackend : public c10d::Backend {
  public:
   TpuBackend(c10::intrusive_ptr<c10d::Backend> gloo,
@@ -325,6 +347,10 @@ class TpuBackend : public c10d::Backend {
         timeout_ms_(timeout_ms),
         device_(device),
         check_calls_(env_flag("TPUC_DIST_CHECK", true)) {
+    {
+      std::lock_guard<std::mutex> lock(g_live_mu);
+      g_live.push_back(this);
+    }
     if (!group_key.empty()) {
       tpuc_group* g = nullptr;
       tpuc_status* st =
@@ -343,12 +369,27 @@ class TpuBackend : public c10d::Backend {
   }
 
   ~TpuBackend() override {
+    {
+      std::lock_guard<std::mutex> lock(g_live_mu);
+      g_live.erase(std::find(g_live.begin(), g_live.end(), this));
+    }
     worker_.reset();  // finishes the queued jobs
     channels_.clear();
     tpuc_group_leave(group_);
   }
 
   const std::string getBackendName() const override { return "tpu"; }
+
+  // Waits for every job queued so far, on the worker and the channels.
+  void drain() {
+    if (worker_) worker_->drain();
+    std::vector<Channel*> chans;
+    {
+      std::lock_guard<std::mutex> lock(p2p_mu_);
+      for (auto& kv : channels_) chans.push_back(kv.second.get());
+    }
+    for (auto* c : chans) c->worker.drain();
+  }
   bool in_program() const { return group_ != nullptr; }
 
   void setTimeout(std::chrono::milliseconds timeout) override {
@@ -1282,9 +1323,19 @@ class TpuBackend : public c10d::Backend {
   std::unique_ptr<Worker> worker_;
 };
 
+// Finishes the queued work of every live backend (at interpreter exit).
+void drain_all() {
+  std::lock_guard<std::mutex> lock(g_live_mu);
+  for (auto* b : g_live) b->drain();
+}
+
 }  // namespace
 
 void register_distributed(py::module& m) {
+  m.def("_dist_drain", [] {
+    py::gil_scoped_release nogil;
+    drain_all();
+  });
   py::class_<TpuBackend, c10d::Backend, c10::intrusive_ptr<TpuBackend>>(
       m, "_TpuBackend")
       .def(py::init([](const c10::intrusive_ptr<c10d::Backend>& gloo,

@@ -85,6 +85,13 @@ def register():
         return
     if BACKEND.upper() not in dist.Backend._plugins:
         dist.Backend.register_backend(BACKEND, _create, extended_api=True, devices=["tpu"])
+    # The backends' threads finish their queued collectives while the
+    # interpreter can still run what completing them needs.
+    import atexit
+
+    from . import _C
+
+    atexit.register(_C._dist_drain)
     _registered = True
 
 

@@ -6,8 +6,9 @@ with no hook for a PrivateUse1 device. ``tpuc.integrations.accelerate()``
 teaches its ``PartialState`` about tpu:
 
 - one process: the default device is ``tpu`` (for transformers'
-  ``TrainingArguments`` too, which reads ``ACCELERATE_TORCH_DEVICE``: the
-  call sets it to ``tpu`` unless it is set);
+  ``TrainingArguments`` too, which reads ``ACCELERATE_TORCH_DEVICE``: in a
+  process that was not launched as a rank, the call sets it to ``tpu``
+  unless it is set);
 - ``accelerate launch`` / ``torchrun`` with several processes: the process
   group is initialized with the ``tpu`` backend, each process takes the tpu
   device of its local rank, and accelerate runs its multi-device code path
@@ -83,6 +84,7 @@ def accelerate():
     # transformers' TrainingArguments picks a one-process device itself
     # (CUDA, else this variable, else the CPU): the same device as
     # accelerate's.
-    if _tpu_is_the_accelerator():
-        os.environ.setdefault("ACCELERATE_TORCH_DEVICE", "tpu")
+    # (One process only: launched ranks each take their local rank's device.)
+    if _tpu_is_the_accelerator() and int(os.environ.get("LOCAL_RANK", -1)) == -1:
+        os.environ.setdefault("ACCELERATE_TORCH_DEVICE", f"tpu:{torch.tpu.current_device()}")
     _done = True
