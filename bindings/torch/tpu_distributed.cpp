@@ -20,6 +20,7 @@
 #include <torch/csrc/distributed/c10d/Types.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 #include <torch/csrc/distributed/c10d/exception.h>
+#include <torch/csrc/distributed/c10d/reducer_timer.hpp>
 #include <torch/csrc/utils/pybind.h>
 
 #include <condition_variable>
@@ -1323,6 +1324,19 @@ class TpuBackend : public c10d::Backend {
   std::unique_ptr<Worker> worker_;
 };
 
+// DDP's per-iteration timings (its logger's avg_*_time): host times, as the
+// CPU's timer takes them; on tpu they are when the work was issued.
+class TpuTimer : public c10d::Timer {
+ public:
+  explicit TpuTimer(c10::Device) {}
+  std::optional<int64_t> measureDifference(Event start, Event end) override {
+    int64_t a = getTimeRef(start), b = getTimeRef(end);
+    if (a == c10d::kUnsetTime || b == c10d::kUnsetTime || b < a)
+      return std::nullopt;
+    return b - a;
+  }
+};
+
 // Finishes the queued work of every live backend (at interpreter exit).
 void drain_all() {
   std::lock_guard<std::mutex> lock(g_live_mu);
@@ -1352,3 +1366,8 @@ void register_distributed(py::module& m) {
 }
 
 }  // namespace tpuc_torch
+
+namespace c10d {
+C10_REGISTER_TYPED_CLASS(TimerRegistry, c10::kPrivateUse1,
+                         tpuc_torch::TpuTimer);
+}  // namespace c10d

@@ -677,6 +677,64 @@ def dtensor(rank, size):
     return True
 
 
+def sequence_parallel(rank, size):
+    """Tensor parallelism with sequence parallelism: a norm on
+    sequence-sharded activations (SequenceParallel), a column-wise then a
+    row-wise linear layer, forward and backward against the plain module."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Shard
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, SequenceParallel, parallelize_module
+
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.norm = torch.nn.LayerNorm(8)
+            self.up = torch.nn.Linear(8, 4 * size)
+            self.down = torch.nn.Linear(4 * size, 8)
+
+        def forward(self, x):
+            return self.down(torch.relu(self.up(self.norm(x))))
+
+    with _seeded(7):
+        ref = Block()
+    g = torch.Generator().manual_seed(8)
+    x = torch.randn(2, 2 * size, 8, generator=g)
+    want = ref(x)
+    want.sum().backward()
+    mesh = init_device_mesh("tpu", (size,))
+    tp = parallelize_module(
+        _copy(ref).to("tpu"),
+        mesh,
+        {
+            "norm": SequenceParallel(),
+            "up": ColwiseParallel(input_layouts=Shard(1)),
+            "down": RowwiseParallel(output_layouts=Shard(1)),
+        },
+    )
+    local = x[:, 2 * rank : 2 * rank + 2].to("tpu")  # this rank's part of the sequence
+    out = tp(local)
+    torch.testing.assert_close(out.cpu(), want[:, 2 * rank : 2 * rank + 2].detach(), atol=1e-5, rtol=1e-5)
+    out.sum().backward()
+    for name, p in tp.named_parameters():
+        grad = p.grad.full_tensor() if hasattr(p.grad, "full_tensor") else p.grad
+        torch.testing.assert_close(grad.cpu(), dict(ref.named_parameters())[name].grad, atol=1e-5, rtol=1e-4, msg=name)
+    return True
+
+
+def reinit(rank, size):
+    """destroy_process_group, then a new process group in the same
+    process: collectives work again."""
+    dev = torch.device("tpu", torch.tpu.current_device())
+    for round in range(2):
+        t = torch.full((4,), float(rank + round), device=dev)
+        dist.all_reduce(t)
+        same(t, torch.full((4,), float(sum(range(size)) + size * round)), f"all_reduce in group {round}")
+        dist.destroy_process_group()
+        assert not dist.is_initialized()
+        dist.init_process_group("tpu", timeout=timedelta(seconds=60))
+    return True
+
+
 def checkpoint(rank, size, path):
     """torch.distributed.checkpoint: an FSDP2 model's sharded state (and its
     optimizer's) saved, loaded into a new model, and training goes on the

@@ -296,3 +296,43 @@ def test_accelerate_launch_and_trainer_with_ddp(tmp_path):
     one = _trainer_lines(_run([sys.executable, script, str(tmp_path / "one")]))[0]
     assert one["device"] == "tpu:0" and one["world"] == 1, one
     assert one["weights"] != ranks[0]["weights"]
+
+
+def test_sequence_parallel():
+    assert launch("sequence_parallel", 2) == [True, True]
+
+
+def test_destroy_and_init_again():
+    assert launch("reinit", 2) == [True, True]
+
+
+FORK_CHILD = r"""
+import os, sys, torch
+x = torch.ones(3, device="tpu") * 2
+y = x + 1  # recorded in fused mode, not run yet
+pid = os.fork()
+if pid == 0:
+    ok = torch.tpu._is_in_bad_fork()
+    for use in (lambda: (x * 3).cpu(), lambda: torch.zeros(2, device="tpu"), lambda: y.cpu()):
+        try:
+            use()
+        except RuntimeError as e:
+            ok = ok and "Cannot re-initialize tpu in forked subprocess" in str(e) and "spawn" in str(e)
+        else:
+            ok = False
+    os._exit(0 if ok else 3)
+_, status = os.waitpid(pid, 0)
+assert os.WEXITSTATUS(status) == 0, status
+assert not torch.tpu._is_in_bad_fork()
+assert y.cpu().tolist() == [3.0, 3.0, 3.0]
+# A child that does not touch the device (a DataLoader worker) just works.
+import multiprocessing as mp
+with mp.get_context("fork").Pool(2) as pool:
+    assert pool.map(abs, [-1, -2]) == [1, 2]
+print("FORK-OK")
+"""
+
+
+def test_device_in_a_forked_child_raises_instead_of_hanging():
+    p = subprocess.run([sys.executable, "-c", FORK_CHILD], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
+    assert p.returncode == 0 and "FORK-OK" in p.stdout, p.stdout[-3000:]
