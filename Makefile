@@ -15,6 +15,9 @@
 #   make bench-compile  run bench/bench_compile.py only (torch.compile against
 #                       the eager modes and the plugin's own execute time,
 #                       JSON + PNG in bench/results/), table
+#   make bench-distributed  run bench/bench_distributed.py only (collectives'
+#                       bus bandwidth: staged, Gloo, in-program; DDP and FSDP2
+#                       steps, JSON + PNG in bench/results/), table
 #   make format         clang-format -i over the C/C++ sources
 #   make clean          remove the build trees (make distclean: and .venv)
 #
@@ -36,7 +39,8 @@ export JOBS FUZZ_SECONDS FUZZ_FLAGS
 
 .PHONY: all build setup demo test test-c test-py test-conformance \
 	conformance-report test-asan test-fuzz bench \
-	bench-runtime bench-device bench-eager bench-compile format clean distclean
+	bench-runtime bench-device bench-eager bench-compile bench-distributed \
+	format clean distclean
 
 all: build
 
@@ -94,6 +98,7 @@ bench: build
 	TPUC_BENCH_RESULTS_DIR="$(CURDIR)/$(BENCH_RESULTS)" $(PYTHON) bench/bench_device.py
 	TPUC_BENCH_RESULTS_DIR="$(CURDIR)/$(BENCH_RESULTS)" $(PYTHON) bench/bench_eager.py $(BENCH_EAGER_ARGS)
 	TPUC_BENCH_RESULTS_DIR="$(CURDIR)/$(BENCH_RESULTS)" $(PYTHON) bench/bench_compile.py $(BENCH_COMPILE_ARGS)
+	TPUC_BENCH_RESULTS_DIR="$(CURDIR)/$(BENCH_RESULTS)" $(PYTHON) bench/bench_distributed.py $(BENCH_DISTRIBUTED_ARGS)
 	$(PYTHON) scripts/bench_table.py $(BENCH_RESULTS)
 
 bench-device: build
@@ -110,6 +115,12 @@ bench-runtime: build
 bench-eager: build
 	mkdir -p $(BENCH_RESULTS)
 	TPUC_BENCH_RESULTS_DIR="$(CURDIR)/$(BENCH_RESULTS)" $(PYTHON) bench/bench_eager.py $(BENCH_EAGER_ARGS)
+	$(PYTHON) scripts/bench_table.py $(BENCH_RESULTS)
+
+# BENCH_DISTRIBUTED_ARGS: e.g. --quick (sizes to 16 MiB, 2-layer GPT-2).
+bench-distributed: build
+	mkdir -p $(BENCH_RESULTS)
+	TPUC_BENCH_RESULTS_DIR="$(CURDIR)/$(BENCH_RESULTS)" $(PYTHON) bench/bench_distributed.py $(BENCH_DISTRIBUTED_ARGS)
 	$(PYTHON) scripts/bench_table.py $(BENCH_RESULTS)
 
 # BENCH_COMPILE_ARGS: e.g. --models tiny,gpt2_2layer --quick.

@@ -100,6 +100,11 @@ def test_conv_transpose(ns, cfg):
 def test_conv_transpose_dtypes(dtype):
     x, w = rand((2, 4, 6, 5), dtype, 1.0), rand((4, 3, 3, 3), dtype, 1.0)
     tol = tol_of(dtype) if dtype in HALF else {"atol": 1e-5, "rtol": 1e-5}
+    if dtype == torch.float16:
+        # Sums of up to 36 products of magnitude ~4: on an AMD EPYC host the
+        # plugin's result rounds up to 2 float16 ulps (0.0039 at 2-4) away
+        # from PyTorch's, where Intel hosts were within 1e-3.
+        tol = {"atol": 4e-3, "rtol": 4e-3}
     check_native(lambda x, w: F.conv_transpose2d(x, w, stride=2, padding=1),
                  x, w, **tol)
     # non-contiguous input
