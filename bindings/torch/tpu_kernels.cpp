@@ -148,6 +148,15 @@ at::Tensor& copy_(at::Tensor& self, const at::Tensor& src, bool) {
     copy_into_tpu(self, src);
   } else {
     TORCH_CHECK(src.is_privateuseone(), "copy_: expected a tpu tensor");
+    if (self.is_contiguous() && self.scalar_type() == src.scalar_type() &&
+        self.sizes() == src.sizes() && !src.is_conj() && !src.is_neg() &&
+        !self.is_conj() && !self.is_neg() && src.numel() > 0) {
+      // Straight into the destination (t.cpu(), h.copy_(t)): no temporary
+      // host tensor, whose fresh pages cost more than the copy.
+      tpuc_view v = view_of(src);
+      check(tpuc_view_to_host(&v, self.data_ptr(), self.nbytes()));
+      return self;
+    }
     self.copy_(to_host(src));
   }
   return self;

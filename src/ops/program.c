@@ -1362,6 +1362,70 @@ static bool zero_of_unwritten(const op_entry* e, const tpuc_op_options* o) {
          tpuc_storage_is_unwritten(t->storage);
 }
 
+/* cat of more tensors than one program takes (OP_MAX_LIST; FSDP2 joins
+ * every parameter's gradient chunks in one call): each group of them is
+ * joined by its own program, then the groups' results are (promotion and
+ * sizes come out the same either way). */
+static tpuc_status* run_long_cat(tpuc_client* client, int device, int index,
+                                 const tpuc_op_arg* args, size_t num_args,
+                                 const tpuc_op_options* options,
+                                 tpuc_op_result* results, size_t max_results,
+                                 size_t* num_results) {
+  int cat = tpuc_op_find("aten::cat");
+  size_t n = args[0].num_views;
+  size_t ngroups = (n + OP_MAX_LIST - 1) / OP_MAX_LIST;
+  tpuc_op_arg* sub = malloc(sizeof *sub * num_args);
+  tpuc_storage** parts = calloc(ngroups, sizeof *parts);
+  tpuc_view* views = calloc(ngroups, sizeof *views);
+  tpuc_status* st = NULL;
+  if (sub == NULL || parts == NULL || views == NULL || cat < 0)
+    st = tpuc_status_make(TPUC_RESOURCE_EXHAUSTED, "out of host memory");
+  tpuc_op_options functional = *options;
+  memset(functional.write_to, 0, sizeof functional.write_to);
+  for (size_t g = 0; st == NULL && g < ngroups; g++) {
+    memcpy(sub, args, sizeof *sub * num_args);
+    sub[0].views = args[0].views + g * OP_MAX_LIST;
+    sub[0].num_views = n - g * OP_MAX_LIST < OP_MAX_LIST ? n - g * OP_MAX_LIST
+                                                          : OP_MAX_LIST;
+    tpuc_op_result r;
+    size_t nr = 0;
+    memset(&r, 0, sizeof r);
+    st = tpuc_op_run(client, device, cat, sub, num_args > 2 ? 2 : num_args,
+                     &functional, &r, 1, &nr);
+    if (st == NULL && (nr != 1 || r.value == NULL))
+      st = unimpl("a group of the list gave no value");
+    if (st == NULL)
+      st = tpuc_storage_create(client, device,
+                               tpuc_buffer_byte_size(r.value), &parts[g]);
+    if (st == NULL) st = tpuc_storage_set_value(parts[g], r.value);
+    tpuc_buffer_release(r.value);
+    if (st == NULL) {
+      views[g].storage = parts[g];
+      views[g].dtype = r.dtype;
+      views[g].rank = r.rank;
+      int64_t stride = 1;
+      for (int d = r.rank - 1; d >= 0; d--) {
+        views[g].sizes[d] = r.sizes[d];
+        views[g].strides[d] = stride;
+        stride *= r.sizes[d];
+      }
+    }
+  }
+  if (st == NULL) {
+    memcpy(sub, args, sizeof *sub * num_args);
+    sub[0].views = views;
+    sub[0].num_views = ngroups;
+    st = tpuc_op_run(client, device, index, sub, num_args, options, results,
+                     max_results, num_results);
+  }
+  for (size_t g = 0; parts != NULL && g < ngroups; g++)
+    tpuc_storage_release(parts[g]);
+  free(sub);
+  free(parts);
+  free(views);
+  return st;
+}
+
 tpuc_status* tpuc_op_run(tpuc_client* client, int device, int index,
                          const tpuc_op_arg* args, size_t num_args,
                          const tpuc_op_options* options,
@@ -1378,6 +1442,12 @@ tpuc_status* tpuc_op_run(tpuc_client* client, int device, int index,
                             index);
   if (num_args > OP_MAX_ARGS)
     return unimpl("too many arguments for the native path");
+  if (num_args >= 1 && args[0].kind == TPUC_OP_ARG_TENSOR_LIST &&
+      args[0].num_views > OP_MAX_LIST &&
+      (strcmp(e->name, "aten::cat") == 0 ||
+       strcmp(e->name, "aten::cat.out") == 0))
+    return run_long_cat(client, device, index, args, num_args, options,
+                        results, max_results, num_results);
   if (zero_of_unwritten(e, options)) {
     /* The storage already reads as zeros: nothing to run or store (the
      * caller leaves a written result without a value as it is). An

@@ -188,7 +188,36 @@ tpuc_status* tpuc_buffer_to_host_async(tpuc_buffer* b, void* dst, size_t size,
   return tpuc_event_wrap(api, a.event, done);
 }
 
+/* On the CPU plugin a buffer's memory is host memory: once its value is
+ * ready, a flat buffer is copied straight out of it (PJRT's ToHostBuffer
+ * copied at 1.5 GB/s on the CI VM, where a memcpy runs at 10 or more). */
+static bool read_in_place(tpuc_buffer* b) {
+  return b != NULL && b->pjrt != NULL && b->rank <= 1 &&
+         b->client->platform_name != NULL &&
+         strcmp(b->client->platform_name, "cpu") == 0 &&
+         TPUC_PJRT_HAS(b->client->api, PJRT_Buffer_UnsafePointer);
+}
+
 tpuc_status* tpuc_buffer_to_host(tpuc_buffer* b, void* dst, size_t size) {
+  TPUC_RETURN_IF_ERROR(check_readable(b, dst, size));
+  if (read_in_place(b)) {
+    tpuc_event* ready = NULL;
+    TPUC_RETURN_IF_ERROR(tpuc_buffer_ready_event(b, &ready));
+    tpuc_status* st = tpuc_event_await(ready);
+    tpuc_event_destroy(ready);
+    if (st != NULL) return st;
+    PJRT_Buffer_UnsafePointer_Args a = {0};
+    a.struct_size = sizeof a;
+    a.buffer = b->pjrt;
+    st = tpuc_pjrt_error(b->client->api,
+                         b->client->api->PJRT_Buffer_UnsafePointer(&a),
+                         "the host address of a buffer");
+    if (st == NULL && a.buffer_pointer != 0) {
+      if (size > 0) memcpy(dst, (const void*)a.buffer_pointer, size);
+      return NULL;
+    }
+    tpuc_status_free(st); /* fall back to the plugin's copy */
+  }
   tpuc_event* ev = NULL;
   TPUC_RETURN_IF_ERROR(tpuc_buffer_to_host_async(b, dst, size, &ev));
   tpuc_status* st = tpuc_event_await(ev);

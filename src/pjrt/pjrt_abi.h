@@ -468,6 +468,12 @@ typedef struct {
   PJRT_Buffer* dst_buffer; /* out */
 } PJRT_Buffer_CopyToDevice_Args;
 
+typedef struct {
+  PJRT_ARGS_HEADER;
+  PJRT_Buffer* buffer;
+  uintptr_t buffer_pointer; /* out */
+} PJRT_Buffer_UnsafePointer_Args;
+
 /* ---------------------------- function table --------------------------- */
 
 #define PJRT_FN(name) PJRT_Error* (*name)(name##_Args * args)
@@ -566,7 +572,7 @@ typedef struct PJRT_Api {
   PJRT_FN(PJRT_Buffer_ToHostBuffer);
   void* PJRT_Buffer_IsOnCpu;
   PJRT_FN(PJRT_Buffer_ReadyEvent);
-  void* PJRT_Buffer_UnsafePointer;
+  PJRT_FN(PJRT_Buffer_UnsafePointer);
   void* PJRT_Buffer_IncreaseExternalReferenceCount;
   void* PJRT_Buffer_DecreaseExternalReferenceCount;
   void* PJRT_Buffer_OpaqueDeviceMemoryDataPointer;

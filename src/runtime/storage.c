@@ -411,6 +411,16 @@ static void scatter_one(void* p, int64_t off, int64_t k) {
   memcpy(c->storage + off, c->dense + (size_t)k * c->es, c->es);
 }
 
+/* Row-major contiguous (at any offset): its elements are one byte range. */
+static int is_contiguous_range(const tpuc_view* v) {
+  int64_t expect = 1;
+  for (int d = v->rank - 1; d >= 0; d--) {
+    if (v->sizes[d] != 1 && v->strides[d] != expect) return 0;
+    expect *= v->sizes[d];
+  }
+  return 1;
+}
+
 static int is_whole_storage(const tpuc_view* v) {
   if (v->offset != 0) return 0;
   int64_t expect = 1;
@@ -429,10 +439,32 @@ tpuc_status* tpuc_view_to_host(const tpuc_view* v, void* dst, size_t size) {
                             "destination holds %zu bytes, the view has %zu",
                             size, need);
   if (need == 0) return NULL;
+  if (is_whole_storage(v)) {
+    /* The storage's bytes are the view's: straight from the value. */
+    tpuc_buffer* value = NULL;
+    pthread_mutex_lock(&v->storage->mu);
+    if (v->storage->value) {
+      value = v->storage->value;
+      tpuc_buffer_retain(value);
+    }
+    pthread_mutex_unlock(&v->storage->mu);
+    if (value == NULL) {
+      memset(dst, 0, need);
+      return NULL;
+    }
+    tpuc_status* st = tpuc_buffer_to_host(value, dst, need);
+    tpuc_buffer_release(value);
+    return st;
+  }
   unsigned char* all = NULL;
   TPUC_RETURN_IF_ERROR(read_all(v->storage, &all));
-  copy_ctx c = {all, dst, tpuc_dtype_size(v->dtype)};
-  visit(v, gather_one, &c);
+  size_t es = tpuc_dtype_size(v->dtype);
+  if (is_contiguous_range(v)) {
+    memcpy(dst, all + (size_t)v->offset * es, need);
+  } else {
+    copy_ctx c = {all, dst, es};
+    visit(v, gather_one, &c);
+  }
   free(all);
   return NULL;
 }
@@ -449,8 +481,13 @@ tpuc_status* tpuc_view_from_host(const tpuc_view* v, const void* src,
   if (is_whole_storage(v)) return write_all_as(v->storage, src, v->dtype);
   unsigned char* all = NULL;
   TPUC_RETURN_IF_ERROR(read_all(v->storage, &all));
-  copy_ctx c = {all, (unsigned char*)src, tpuc_dtype_size(v->dtype)};
-  visit(v, scatter_one, &c);
+  size_t es = tpuc_dtype_size(v->dtype);
+  if (is_contiguous_range(v)) {
+    memcpy(all + (size_t)v->offset * es, src, need);
+  } else {
+    copy_ctx c = {all, (unsigned char*)src, es};
+    visit(v, scatter_one, &c);
+  }
   tpuc_status* st = write_all(v->storage, all);
   free(all);
   return st;

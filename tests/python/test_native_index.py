@@ -94,6 +94,23 @@ def test_cat_out_and_errors():
     check_error(lambda a, b: torch.cat([a, b], 2), a, b)
 
 
+def test_cat_of_more_tensors_than_one_program_takes_is_native():
+    """FSDP2 joins every gradient chunk of a module in one cat: past the
+    64 tensors one program takes, groups are joined, then the groups."""
+    import tpuc
+
+    xs = [make((2, k % 3 + 1), torch.int32 if k == 70 else torch.float32) for k in range(150)]
+    tpuc.fallback_reset()
+    check(lambda *xs: torch.cat(xs, 1), *xs)
+
+    def f(*xs):
+        o = torch.empty(0, device=xs[0].device)
+        torch.cat(xs, 1, out=o)
+        return o
+    check(f, *xs)
+    assert "aten::cat" not in tpuc.fallback_report()
+
+
 # ------------------------------------------------------ index_select
 
 @pytest.mark.parametrize("dtype", SOME, ids=str)
