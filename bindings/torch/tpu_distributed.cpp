@@ -15,24 +15,24 @@
 // semantics of its own beyond laying lists out flat.
 #include <ATen/ATen.h>
 #include <ATen/core/ivalue.h>
-#include <torch/csrc/distributed/c10d/Backend.hpp>
-#include <torch/csrc/distributed/c10d/Store.hpp>
-#include <torch/csrc/distributed/c10d/Types.hpp>
-#include <torch/csrc/distributed/c10d/Work.hpp>
 #include <torch/csrc/distributed/c10d/exception.h>
-#include <torch/csrc/distributed/c10d/reducer_timer.hpp>
 #include <torch/csrc/utils/pybind.h>
 
 #include <condition_variable>
 #include <cstring>
 #include <deque>
-#include <map>
-#include <tuple>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <sstream>
 #include <string>
 #include <thread>
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+#include <torch/csrc/distributed/c10d/Types.hpp>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+#include <torch/csrc/distributed/c10d/reducer_timer.hpp>
+#include <tuple>
 
 #include "tpu_runtime.h"
 
@@ -86,24 +86,42 @@ std::string dtype_name(at::ScalarType t) { return c10::getDtypeNames(t).first; }
 // The torch.distributed function an op type comes from.
 const char* op_name(OpType t) {
   switch (t) {
-    case OpType::BROADCAST: return "broadcast";
-    case OpType::ALLREDUCE: return "all_reduce";
-    case OpType::ALLREDUCE_COALESCED: return "all_reduce_coalesced";
-    case OpType::REDUCE: return "reduce";
-    case OpType::ALLGATHER: return "all_gather";
-    case OpType::_ALLGATHER_BASE: return "all_gather_into_tensor";
-    case OpType::ALLGATHER_COALESCED: return "all_gather_coalesced";
-    case OpType::GATHER: return "gather";
-    case OpType::SCATTER: return "scatter";
-    case OpType::REDUCE_SCATTER: return "reduce_scatter";
-    case OpType::_REDUCE_SCATTER_BASE: return "reduce_scatter_tensor";
-    case OpType::ALLTOALL_BASE: return "all_to_all_single";
-    case OpType::ALLTOALL: return "all_to_all";
-    case OpType::SEND: return "send";
-    case OpType::RECV: return "recv";
-    case OpType::BARRIER: return "barrier";
-    case OpType::COALESCED: return "coalesced collectives";
-    default: return "collective";
+    case OpType::BROADCAST:
+      return "broadcast";
+    case OpType::ALLREDUCE:
+      return "all_reduce";
+    case OpType::ALLREDUCE_COALESCED:
+      return "all_reduce_coalesced";
+    case OpType::REDUCE:
+      return "reduce";
+    case OpType::ALLGATHER:
+      return "all_gather";
+    case OpType::_ALLGATHER_BASE:
+      return "all_gather_into_tensor";
+    case OpType::ALLGATHER_COALESCED:
+      return "all_gather_coalesced";
+    case OpType::GATHER:
+      return "gather";
+    case OpType::SCATTER:
+      return "scatter";
+    case OpType::REDUCE_SCATTER:
+      return "reduce_scatter";
+    case OpType::_REDUCE_SCATTER_BASE:
+      return "reduce_scatter_tensor";
+    case OpType::ALLTOALL_BASE:
+      return "all_to_all_single";
+    case OpType::ALLTOALL:
+      return "all_to_all";
+    case OpType::SEND:
+      return "send";
+    case OpType::RECV:
+      return "recv";
+    case OpType::BARRIER:
+      return "barrier";
+    case OpType::COALESCED:
+      return "coalesced collectives";
+    default:
+      return "collective";
   }
 }
 
@@ -121,10 +139,10 @@ std::string shape_str(const at::Tensor& t) {
 }
 
 void check_tpu(const at::Tensor& t, const char* op) {
-  TORCH_CHECK_VALUE(t.defined() && t.is_privateuseone() &&
-                        t.layout() == c10::kStrided,
-                    "tpu ", op, ": tensors must be dense tpu tensors, got ",
-                    t.defined() ? t.toString() : "an undefined tensor");
+  TORCH_CHECK_VALUE(
+      t.defined() && t.is_privateuseone() && t.layout() == c10::kStrided,
+      "tpu ", op, ": tensors must be dense tpu tensors, got ",
+      t.defined() ? t.toString() : "an undefined tensor");
   TORCH_CHECK_VALUE(!t.is_conj() && !t.is_neg(), "tpu ", op,
                     ": resolve the lazy conj/neg of a tensor first "
                     "(resolve_conj / resolve_neg)");
@@ -152,10 +170,13 @@ at::Tensor bytes_of(const at::Tensor& h) {
 at::ScalarType reduce_carrier(at::ScalarType t) {
   switch (t) {
     case at::kShort:
-    case at::kUInt16: return at::kInt;
+    case at::kUInt16:
+      return at::kInt;
     case at::kUInt32:
-    case at::kUInt64: return at::kLong;
-    default: return t;
+    case at::kUInt64:
+      return at::kLong;
+    default:
+      return t;
   }
 }
 
@@ -197,10 +218,11 @@ void from_carrier(const at::Tensor& c, const at::Tensor& h,
   if (!c.is_alias_of(h)) flat.copy_(c);
 }
 
-// ---- host staging buffers ----------------------------------------------------
-// Reused from one collective to the next: a fresh large buffer costs a page
-// fault per 4 KiB the first time it is written (2.2-2.7 us a page on the CI
-// VM, more than the copy itself).
+// ---- host staging buffers
+// ---------------------------------------------------- Reused from one
+// collective to the next: a fresh large buffer costs a page fault per 4 KiB the
+// first time it is written (2.2-2.7 us a page on the CI VM, more than the copy
+// itself).
 class HostPool {
  public:
   at::Tensor take(at::IntArrayRef sizes, at::ScalarType dtype) {
@@ -225,8 +247,8 @@ class HostPool {
   void give(const at::Tensor& t) {
     if (!t.defined() || t.numel() == 0) return;
     size_t nbytes = t.storage().nbytes();
-    at::Tensor raw = at::empty({0}, at::kByte).set_(t.storage(), 0,
-                                                    {static_cast<int64_t>(nbytes)});
+    at::Tensor raw = at::empty({0}, at::kByte)
+                         .set_(t.storage(), 0, {static_cast<int64_t>(nbytes)});
     std::lock_guard<std::mutex> lock(mu_);
     if (cached_ + nbytes > kMaxBytes) return;
     free_.emplace(nbytes, std::move(raw));
@@ -349,9 +371,8 @@ std::string describe_head(const int64_t* h, int size) {
   std::ostringstream s;
   if (h[0] != static_cast<int64_t>(OpType::SEND))
     s << op_name(static_cast<OpType>(h[0])) << " of ";
-  s
-    << (h[1] >= 0 ? dtype_name(static_cast<at::ScalarType>(h[1])) : "?")
-    << "[" << h[3] << "]";
+  s << (h[1] >= 0 ? dtype_name(static_cast<at::ScalarType>(h[1])) : "?") << "["
+    << h[3] << "]";
   if (h[2] >= 0) s << " with root " << h[2];
   if (h[0] == static_cast<int64_t>(OpType::ALLTOALL_BASE)) {
     s << " sending [";
@@ -370,7 +391,8 @@ bool env_flag(const char* name, bool dflt) {
   return std::string(v) != "0";
 }
 
-// ---- the backend -------------------------------------------------------------
+// ---- the backend
+// -------------------------------------------------------------
 
 class TpuBackend;
 // Backends alive in this process, so that their threads can finish their
@@ -402,9 +424,10 @@ class TpuBackend : public c10d::Backend {
       if (st != nullptr) {
         // Two ranks on one device (or no device of its own): stage through
         // the host instead, which needs no device per rank.
-        TORCH_WARN_ONCE("tpu process group: ranks in one process run their "
-                        "collectives through Gloo on the host: ",
-                        tpuc_status_message(st));
+        TORCH_WARN_ONCE(
+            "tpu process group: ranks in one process run their "
+            "collectives through Gloo on the host: ",
+            tpuc_status_message(st));
         tpuc_status_free(st);
       } else {
         group_ = g;
@@ -456,19 +479,20 @@ class TpuBackend : public c10d::Backend {
     std::vector<at::Tensor> ins = premultiplied(tensors, op);
     if (in_program() && !has_complex(tensors)) {
       for (size_t i = 0; i < tensors.size(); i++)
-        run_collective(OpType::ALLREDUCE, TPUC_COLLECTIVE_ALL_REDUCE, reduce_op(op), 0, ins[i],
-                       tensors[i], timeout_of(opts.timeout));
+        run_collective(OpType::ALLREDUCE, TPUC_COLLECTIVE_ALL_REDUCE,
+                       reduce_op(op), 0, ins[i], tensors[i],
+                       timeout_of(opts.timeout));
       return done(OpType::ALLREDUCE, tensors);
     }
     c10d::AllreduceOptions g = opts;
     g.reduceOp = gloo_op(op);
-    auto work = stage(OpType::ALLREDUCE, ins, tensors, head(OpType::ALLREDUCE,
-                                                            tensors, -1, op),
-                      [this, g](std::vector<at::Tensor>& in,
-                                std::vector<at::Tensor>&) {
-                        return gloo_->allreduce(in, g);
-                      },
-                      Carry::kReduce, /*inplace=*/true, false, op);
+    auto work = stage(
+        OpType::ALLREDUCE, ins, tensors,
+        head(OpType::ALLREDUCE, tensors, -1, op),
+        [this, g](std::vector<at::Tensor>& in, std::vector<at::Tensor>&) {
+          return gloo_->allreduce(in, g);
+        },
+        Carry::kReduce, /*inplace=*/true, false, op);
     average(tensors, op);
     return work;
   }
@@ -488,8 +512,8 @@ class TpuBackend : public c10d::Backend {
     int root = static_cast<int>(opts.rootRank);
     if (in_program()) {
       for (auto& t : tensors)
-        run_collective(OpType::BROADCAST, TPUC_COLLECTIVE_BROADCAST, TPUC_REDUCE_SUM, root, t, t,
-                       timeout_of(opts.timeout));
+        run_collective(OpType::BROADCAST, TPUC_COLLECTIVE_BROADCAST,
+                       TPUC_REDUCE_SUM, root, t, t, timeout_of(opts.timeout));
       return done(OpType::BROADCAST, tensors);
     }
     bool me = root == getRank();
@@ -497,7 +521,8 @@ class TpuBackend : public c10d::Backend {
     return stage(
         OpType::BROADCAST, me ? tensors : empty, me ? empty : tensors,
         head(OpType::BROADCAST, tensors, root),
-        [this, opts](std::vector<at::Tensor>& in, std::vector<at::Tensor>& out) {
+        [this, opts](std::vector<at::Tensor>& in,
+                     std::vector<at::Tensor>& out) {
           return gloo_->broadcast(in.empty() ? out : in, opts);
         },
         Carry::kBytes, /*inplace=*/false, /*host_out_is_in=*/me);
@@ -514,8 +539,9 @@ class TpuBackend : public c10d::Backend {
       for (size_t i = 0; i < tensors.size(); i++) {
         // Every rank computes the reduction; only the root keeps it.
         at::Tensor scratch = at::empty_like(tensors[i]);
-        run_collective(OpType::REDUCE, TPUC_COLLECTIVE_ALL_REDUCE, reduce_op(op), 0, ins[i],
-                       me ? tensors[i] : scratch, timeout_of(opts.timeout));
+        run_collective(OpType::REDUCE, TPUC_COLLECTIVE_ALL_REDUCE,
+                       reduce_op(op), 0, ins[i], me ? tensors[i] : scratch,
+                       timeout_of(opts.timeout));
       }
       return done(OpType::REDUCE, tensors);
     }
@@ -543,15 +569,16 @@ class TpuBackend : public c10d::Backend {
                 output.numel());
     std::vector<at::Tensor> outs{output};
     if (in_program()) {
-      run_collective(OpType::_ALLGATHER_BASE, TPUC_COLLECTIVE_ALL_GATHER, TPUC_REDUCE_SUM, 0, input,
-                     output, timeout_of(opts.timeout));
+      run_collective(OpType::_ALLGATHER_BASE, TPUC_COLLECTIVE_ALL_GATHER,
+                     TPUC_REDUCE_SUM, 0, input, output,
+                     timeout_of(opts.timeout));
       return done(OpType::_ALLGATHER_BASE, outs);
     }
     std::vector<at::Tensor> ins{input};
     return stage(
-        OpType::_ALLGATHER_BASE, ins, outs,
-        head(OpType::_ALLGATHER_BASE, ins),
-        [this, opts](std::vector<at::Tensor>& in, std::vector<at::Tensor>& out) {
+        OpType::_ALLGATHER_BASE, ins, outs, head(OpType::_ALLGATHER_BASE, ins),
+        [this, opts](std::vector<at::Tensor>& in,
+                     std::vector<at::Tensor>& out) {
           return gloo_->_allgather_base(out[0], in[0], opts);
         },
         Carry::kBytes);
@@ -576,16 +603,18 @@ class TpuBackend : public c10d::Backend {
                   shape_str(inputs[0]), ", got ", shape_str(o));
     }
     if (in_program()) {
-      at::Tensor flat = at::empty({getSize() * inputs[0].numel()},
-                                  inputs[0].options());
-      run_collective(OpType::ALLGATHER, TPUC_COLLECTIVE_ALL_GATHER, TPUC_REDUCE_SUM, 0, inputs[0],
-                     flat, timeout_of(opts.timeout));
+      at::Tensor flat =
+          at::empty({getSize() * inputs[0].numel()}, inputs[0].options());
+      run_collective(OpType::ALLGATHER, TPUC_COLLECTIVE_ALL_GATHER,
+                     TPUC_REDUCE_SUM, 0, inputs[0], flat,
+                     timeout_of(opts.timeout));
       split_into(flat, outs);
       return done(OpType::ALLGATHER, outs);
     }
     return stage(
         OpType::ALLGATHER, inputs, outs, head(OpType::ALLGATHER, inputs),
-        [this, opts](std::vector<at::Tensor>& in, std::vector<at::Tensor>& out) {
+        [this, opts](std::vector<at::Tensor>& in,
+                     std::vector<at::Tensor>& out) {
           std::vector<std::vector<at::Tensor>> o{out};
           return gloo_->allgather(o, in, opts);
         },
@@ -620,19 +649,21 @@ class TpuBackend : public c10d::Backend {
     return done(OpType::ALLGATHER_COALESCED, all, parts);
   }
 
-  WorkPtr _reduce_scatter_base(at::Tensor& output, at::Tensor& input,
-                               const c10d::ReduceScatterOptions& opts) override {
+  WorkPtr _reduce_scatter_base(
+      at::Tensor& output, at::Tensor& input,
+      const c10d::ReduceScatterOptions& opts) override {
     check_tpu(output, "reduce_scatter_tensor");
     check_tpu(input, "reduce_scatter_tensor");
     check_sizes(input.numel() == output.numel() * getSize(),
                 "reduce_scatter_tensor", "the input must hold ", getSize(),
-                " times the output's ", output.numel(),
-                " elements, it holds ", input.numel());
+                " times the output's ", output.numel(), " elements, it holds ",
+                input.numel());
     auto op = opts.reduceOp;
     std::vector<at::Tensor> outs{output};
     std::vector<at::Tensor> ins = premultiplied({input}, op);
     if (in_program() && !input.is_complex()) {
-      run_collective(OpType::_REDUCE_SCATTER_BASE, TPUC_COLLECTIVE_REDUCE_SCATTER, reduce_op(op), 0, ins[0],
+      run_collective(OpType::_REDUCE_SCATTER_BASE,
+                     TPUC_COLLECTIVE_REDUCE_SCATTER, reduce_op(op), 0, ins[0],
                      output, timeout_of(opts.timeout));
       return done(OpType::_REDUCE_SCATTER_BASE, outs);
     }
@@ -661,8 +692,8 @@ class TpuBackend : public c10d::Backend {
     for (auto& t : inputs[0]) {
       check_tpu(t, "reduce_scatter");
       check_sizes(t.numel() == outputs[0].numel(), "reduce_scatter",
-                  "each input must be like the output ",
-                  shape_str(outputs[0]), ", got ", shape_str(t));
+                  "each input must be like the output ", shape_str(outputs[0]),
+                  ", got ", shape_str(t));
     }
     at::Tensor flat = joined(inputs[0]);
     return _reduce_scatter_base(outputs[0], flat, opts);
@@ -692,38 +723,37 @@ class TpuBackend : public c10d::Backend {
       check_sizes(input.numel() == output.numel() &&
                       (input.dim() == 0 ? 1 : input.size(0)) % n == 0,
                   "all_to_all_single", "the input ", shape_str(input),
-                  " and output ", shape_str(output),
-                  " must split in ", n, " equal parts along dimension 0");
+                  " and output ", shape_str(output), " must split in ", n,
+                  " equal parts along dimension 0");
     }
     std::vector<at::Tensor> outs{output};
     if (in_program() && even) {
-      run_collective(OpType::ALLTOALL_BASE, TPUC_COLLECTIVE_ALL_TO_ALL, TPUC_REDUCE_SUM, 0, input,
-                     output, timeout_of(opts.timeout));
+      run_collective(OpType::ALLTOALL_BASE, TPUC_COLLECTIVE_ALL_TO_ALL,
+                     TPUC_REDUCE_SUM, 0, input, output,
+                     timeout_of(opts.timeout));
       return done(OpType::ALLTOALL_BASE, outs);
     }
     // Split sizes in elements along the flat tensors, for the header.
-    int64_t row_in = input.dim() ? input.numel() / std::max<int64_t>(
-                                                      input.size(0), 1)
-                                 : 1;
-    int64_t row_out = output.dim() ? output.numel() / std::max<int64_t>(
-                                                         output.size(0), 1)
-                                   : 1;
+    int64_t row_in =
+        input.dim() ? input.numel() / std::max<int64_t>(input.size(0), 1) : 1;
+    int64_t row_out =
+        output.dim() ? output.numel() / std::max<int64_t>(output.size(0), 1)
+                     : 1;
     std::vector<int64_t> h = head(OpType::ALLTOALL_BASE, outs);
     for (int r = 0; r < n; r++) {
-      h[kHeadFixed + r] =
-          (even ? input.numel() / n : in_splits.at(r) * row_in);
+      h[kHeadFixed + r] = (even ? input.numel() / n : in_splits.at(r) * row_in);
       h[kHeadFixed + n + r] =
           (even ? output.numel() / n : out_splits.at(r) * row_out);
     }
     std::vector<at::Tensor> ins{input};
-    return stage(OpType::ALLTOALL_BASE, ins, outs, h,
-                 [this, out_splits, in_splits, opts](
-                     std::vector<at::Tensor>& in,
-                     std::vector<at::Tensor>& out) mutable {
-                   return gloo_->alltoall_base(out[0], in[0], out_splits,
-                                               in_splits, opts);
-                 },
-                 Carry::kBytes);
+    return stage(
+        OpType::ALLTOALL_BASE, ins, outs, h,
+        [this, out_splits, in_splits, opts](
+            std::vector<at::Tensor>& in, std::vector<at::Tensor>& out) mutable {
+          return gloo_->alltoall_base(out[0], in[0], out_splits, in_splits,
+                                      opts);
+        },
+        Carry::kBytes);
   }
 
   WorkPtr alltoall(std::vector<at::Tensor>& outputs,
@@ -732,8 +762,8 @@ class TpuBackend : public c10d::Backend {
     int n = getSize();
     check_sizes(static_cast<int>(inputs.size()) == n &&
                     static_cast<int>(outputs.size()) == n,
-                "all_to_all", "one input and one output tensor per rank (",
-                n, "), got ", inputs.size(), " and ", outputs.size());
+                "all_to_all", "one input and one output tensor per rank (", n,
+                "), got ", inputs.size(), " and ", outputs.size());
     for (auto& t : inputs) check_tpu(t, "all_to_all");
     for (auto& t : outputs) check_tpu(t, "all_to_all");
     at::Tensor in = joined(inputs);
@@ -762,8 +792,8 @@ class TpuBackend : public c10d::Backend {
     check_tpu(inputs[0], "gather");
     int root = static_cast<int>(opts.rootRank);
     bool me = root == getRank();
-    std::vector<at::Tensor> outs = me && !outputs.empty() ? outputs[0]
-                                                          : std::vector<at::Tensor>();
+    std::vector<at::Tensor> outs =
+        me && !outputs.empty() ? outputs[0] : std::vector<at::Tensor>();
     if (me) {
       check_sizes(static_cast<int>(outs.size()) == getSize(), "gather",
                   "the root's output list must hold ", getSize(),
@@ -771,22 +801,23 @@ class TpuBackend : public c10d::Backend {
       for (auto& o : outs) check_tpu(o, "gather");
     }
     if (in_program()) {
-      at::Tensor flat = at::empty({getSize() * inputs[0].numel()},
-                                  inputs[0].options());
-      run_collective(OpType::GATHER, TPUC_COLLECTIVE_ALL_GATHER, TPUC_REDUCE_SUM, 0, inputs[0],
-                     flat, timeout_of(opts.timeout));
+      at::Tensor flat =
+          at::empty({getSize() * inputs[0].numel()}, inputs[0].options());
+      run_collective(OpType::GATHER, TPUC_COLLECTIVE_ALL_GATHER,
+                     TPUC_REDUCE_SUM, 0, inputs[0], flat,
+                     timeout_of(opts.timeout));
       if (me) split_into(flat, outs);
       return done(OpType::GATHER, outs);
     }
-    return stage(OpType::GATHER, inputs, outs,
-                 head(OpType::GATHER, inputs, root),
-                 [this, opts, me](std::vector<at::Tensor>& in,
-                                  std::vector<at::Tensor>& out) {
-                   std::vector<std::vector<at::Tensor>> o;
-                   if (me) o.push_back(out);
-                   return gloo_->gather(o, in, opts);
-                 },
-                 Carry::kBytes);
+    return stage(
+        OpType::GATHER, inputs, outs, head(OpType::GATHER, inputs, root),
+        [this, opts, me](std::vector<at::Tensor>& in,
+                         std::vector<at::Tensor>& out) {
+          std::vector<std::vector<at::Tensor>> o;
+          if (me) o.push_back(out);
+          return gloo_->gather(o, in, opts);
+        },
+        Carry::kBytes);
   }
 
   WorkPtr scatter(std::vector<at::Tensor>& outputs,
@@ -796,8 +827,8 @@ class TpuBackend : public c10d::Backend {
     check_tpu(outputs[0], "scatter");
     int root = static_cast<int>(opts.rootRank);
     bool me = root == getRank();
-    std::vector<at::Tensor> ins = me && !inputs.empty() ? inputs[0]
-                                                        : std::vector<at::Tensor>();
+    std::vector<at::Tensor> ins =
+        me && !inputs.empty() ? inputs[0] : std::vector<at::Tensor>();
     if (me) {
       check_sizes(static_cast<int>(ins.size()) == getSize(), "scatter",
                   "the root's input list must hold ", getSize(),
@@ -809,22 +840,23 @@ class TpuBackend : public c10d::Backend {
       at::Tensor flat = me ? joined(ins)
                            : at::empty({getSize() * outputs[0].numel()},
                                        outputs[0].options());
-      run_collective(OpType::SCATTER, TPUC_COLLECTIVE_BROADCAST, TPUC_REDUCE_SUM, root, flat,
-                     flat, timeout_of(opts.timeout));
-      outputs[0].copy_(flat.narrow(0, getRank() * outputs[0].numel(),
-                                   outputs[0].numel())
-                           .view(outputs[0].sizes()));
+      run_collective(OpType::SCATTER, TPUC_COLLECTIVE_BROADCAST,
+                     TPUC_REDUCE_SUM, root, flat, flat,
+                     timeout_of(opts.timeout));
+      outputs[0].copy_(
+          flat.narrow(0, getRank() * outputs[0].numel(), outputs[0].numel())
+              .view(outputs[0].sizes()));
       return done(OpType::SCATTER, outputs);
     }
-    return stage(OpType::SCATTER, ins, outputs,
-                 head(OpType::SCATTER, outputs, root),
-                 [this, opts, me](std::vector<at::Tensor>& in,
-                                  std::vector<at::Tensor>& out) {
-                   std::vector<std::vector<at::Tensor>> i;
-                   if (me) i.push_back(in);
-                   return gloo_->scatter(out, i, opts);
-                 },
-                 Carry::kBytes);
+    return stage(
+        OpType::SCATTER, ins, outputs, head(OpType::SCATTER, outputs, root),
+        [this, opts, me](std::vector<at::Tensor>& in,
+                         std::vector<at::Tensor>& out) {
+          std::vector<std::vector<at::Tensor>> i;
+          if (me) i.push_back(in);
+          return gloo_->scatter(out, i, opts);
+        },
+        Carry::kBytes);
   }
 
   WorkPtr barrier(const c10d::BarrierOptions& opts) override {
@@ -842,7 +874,8 @@ class TpuBackend : public c10d::Backend {
         Carry::kBytes);
   }
 
-  // -- point to point ----------------------------------------------------------
+  // -- point to point
+  // ----------------------------------------------------------
 
   WorkPtr send(std::vector<at::Tensor>& tensors, int dst, int tag) override {
     TORCH_CHECK_VALUE(tensors.size() == 1, "tpu send: one tensor");
@@ -857,7 +890,8 @@ class TpuBackend : public c10d::Backend {
     // What is sent goes to the store first, so the receiver can check it
     // against what it expects before Gloo sees buffers that differ.
     std::vector<int64_t> h = head(OpType::SEND, tensors);
-    std::string key = p2p_key(getRank(), dst, tag, next_seq(send_seq_, dst, tag));
+    std::string key =
+        p2p_key(getRank(), dst, tag, next_seq(send_seq_, dst, tag));
     std::vector<at::Tensor> none;
     Channel& ch = channel(0, dst, tag);
     auto store = ch.store;
@@ -866,7 +900,8 @@ class TpuBackend : public c10d::Backend {
         [this, dst, tag, h, key, store](std::vector<at::Tensor>& in,
                                         std::vector<at::Tensor>&) {
           const auto* p = reinterpret_cast<const uint8_t*>(h.data());
-          store->set(key, std::vector<uint8_t>(p, p + h.size() * sizeof(int64_t)));
+          store->set(key,
+                     std::vector<uint8_t>(p, p + h.size() * sizeof(int64_t)));
           return gloo_->send(in, dst, tag);
         },
         Carry::kBytes, false, false, c10d::ReduceOp::UNUSED, &ch.worker);
@@ -884,12 +919,12 @@ class TpuBackend : public c10d::Backend {
 
   // One collective as one program across the group's devices: `in`'s value
   // goes in, the result becomes `out`'s value.
-  void run_collective(OpType type, tpuc_collective_kind kind,
-                      tpuc_reduce_op op, int root, const at::Tensor& in,
-                      const at::Tensor& out, int64_t timeout_ms) {
+  void run_collective(OpType type, tpuc_collective_kind kind, tpuc_reduce_op op,
+                      int root, const at::Tensor& in, const at::Tensor& out,
+                      int64_t timeout_ms) {
     TORCH_CHECK_VALUE(tpu_index(in) == tpuc_group_device(group_, getRank()),
-                      "tpu process group: rank ", getRank(), " runs on tpu:",
-                      tpuc_group_device(group_, getRank()),
+                      "tpu process group: rank ", getRank(),
+                      " runs on tpu:", tpuc_group_device(group_, getRank()),
                       ", the tensor is on ", in.device());
     // Every rank runs one program, so every rank's value comes in the type
     // a tensor of this dtype is kept in (a never-written storage's zeros,
@@ -914,8 +949,8 @@ class TpuBackend : public c10d::Backend {
     tpuc_status* st =
         tpuc_collective_program(&c, &text, &len, &out_type, &out_count);
     // Described as the staged calls are ("all_reduce of float32[4]").
-    std::vector<int64_t> h = head(type, {in},
-                                  kind == TPUC_COLLECTIVE_BROADCAST ? root : -1);
+    std::vector<int64_t> h =
+        head(type, {in}, kind == TPUC_COLLECTIVE_BROADCAST ? root : -1);
     std::string what = describe_head(h.data(), getSize());
     tpuc_buffer* result = nullptr;
     if (st == nullptr) {
@@ -962,15 +997,15 @@ class TpuBackend : public c10d::Backend {
     auto job = std::make_shared<Job>();
     job->pool = &pool_;
     job->head = head;
-    job->what = head.empty() ? op_name(type)
-                             : describe_head(head.data(), getSize());
+    job->what =
+        head.empty() ? op_name(type) : describe_head(head.data(), getSize());
     try {
       for (const auto& t : ins) {
         job->values.push_back(flat_value(t));
         job->host_in.push_back(pool_.take(t.sizes(), t.scalar_type()));
       }
-      for (const auto& t : ins) tpuc_fused_cut(client(), tpu_index(t),
-                                               TPUC_FUSED_COLLECTIVE);
+      for (const auto& t : ins)
+        tpuc_fused_cut(client(), tpu_index(t), TPUC_FUSED_COLLECTIVE);
       for (size_t i = 0; i < outs.size(); i++) {
         const at::Tensor& t = outs[i];
         job->host_out.push_back(inplace || host_out_is_in
@@ -982,8 +1017,7 @@ class TpuBackend : public c10d::Backend {
           continue;
         }
         tpuc_dtype vt = value_type_of(t.scalar_type());
-        int64_t count =
-            static_cast<int64_t>(nbytes / tpuc_dtype_size(vt));
+        int64_t count = static_cast<int64_t>(nbytes / tpuc_dtype_size(vt));
         tpuc_transfer* tr = nullptr;
         tpuc_buffer* b = nullptr;
         check(tpuc_transfer_create(client(), tpu_index(t), vt, &count, 1, &tr,
@@ -1004,54 +1038,56 @@ class TpuBackend : public c10d::Backend {
     int size = getSize();
     bool checked = check_calls_;
     bool shared = inplace || host_out_is_in;
-    (queue ? *queue : worker()).post([this, job, work, call, size, checked, carry, shared, op] {
-      std::exception_ptr error;
-      try {
-        for (size_t i = 0; i < job->values.size(); i++) {
-          at::Tensor& h = job->host_in[i];
-          check(tpuc_buffer_to_host(job->values[i], h.data_ptr(),
-                                    h.numel() * h.element_size()));
-        }
-        if (checked && !job->head.empty()) agree(job->head, size);
-        std::vector<at::Tensor> gin, gout;
-        for (const auto& h : job->host_in)
-          gin.push_back(carry == Carry::kBytes ? bytes_of(h)
-                                               : to_carrier(h, op));
-        for (size_t i = 0; i < job->host_out.size(); i++) {
-          const at::Tensor& h = job->host_out[i];
-          if (shared)
-            gout.push_back(gin[i]);
-          else if (carry == Carry::kBytes)
-            gout.push_back(bytes_of(h));
-          else
-            gout.push_back(carrier_like(h));
-        }
-        WorkPtr w = call(gin, gout);
-        if (w) w->wait();
-        if (carry == Carry::kReduce)
-          for (size_t i = 0; i < job->host_out.size(); i++)
-            from_carrier(gout[i], job->host_out[i], op);
-        for (size_t i = 0; i < job->transfers.size(); i++) {
-          if (job->transfers[i] == nullptr) continue;
-          at::Tensor h = job->host_out[i].contiguous();
-          check(tpuc_transfer_fill(job->transfers[i], h.data_ptr(),
-                                   h.numel() * h.element_size()));
-        }
-      } catch (const std::exception& e) {
-        std::string msg = "tpu " + job->what + ": " + message_of(e);
-        if (msg.find("gloo/transport") != std::string::npos)
-          msg += " (another rank of the group ended, failed, or did not "
-                 "reach this collective within the group's timeout)";
-        job->fail(msg);
-        try {
-          C10_THROW_ERROR(DistBackendError, msg);
-        } catch (...) {
-          error = std::current_exception();
-        }
-      }
-      job->release();
-      work->complete(error);
-    });
+    (queue ? *queue : worker())
+        .post([this, job, work, call, size, checked, carry, shared, op] {
+          std::exception_ptr error;
+          try {
+            for (size_t i = 0; i < job->values.size(); i++) {
+              at::Tensor& h = job->host_in[i];
+              check(tpuc_buffer_to_host(job->values[i], h.data_ptr(),
+                                        h.numel() * h.element_size()));
+            }
+            if (checked && !job->head.empty()) agree(job->head, size);
+            std::vector<at::Tensor> gin, gout;
+            for (const auto& h : job->host_in)
+              gin.push_back(carry == Carry::kBytes ? bytes_of(h)
+                                                   : to_carrier(h, op));
+            for (size_t i = 0; i < job->host_out.size(); i++) {
+              const at::Tensor& h = job->host_out[i];
+              if (shared)
+                gout.push_back(gin[i]);
+              else if (carry == Carry::kBytes)
+                gout.push_back(bytes_of(h));
+              else
+                gout.push_back(carrier_like(h));
+            }
+            WorkPtr w = call(gin, gout);
+            if (w) w->wait();
+            if (carry == Carry::kReduce)
+              for (size_t i = 0; i < job->host_out.size(); i++)
+                from_carrier(gout[i], job->host_out[i], op);
+            for (size_t i = 0; i < job->transfers.size(); i++) {
+              if (job->transfers[i] == nullptr) continue;
+              at::Tensor h = job->host_out[i].contiguous();
+              check(tpuc_transfer_fill(job->transfers[i], h.data_ptr(),
+                                       h.numel() * h.element_size()));
+            }
+          } catch (const std::exception& e) {
+            std::string msg = "tpu " + job->what + ": " + message_of(e);
+            if (msg.find("gloo/transport") != std::string::npos)
+              msg +=
+                  " (another rank of the group ended, failed, or did not "
+                  "reach this collective within the group's timeout)";
+            job->fail(msg);
+            try {
+              C10_THROW_ERROR(DistBackendError, msg);
+            } catch (...) {
+              error = std::current_exception();
+            }
+          }
+          job->release();
+          work->complete(error);
+        });
     return work;
   }
 
@@ -1064,8 +1100,8 @@ class TpuBackend : public c10d::Backend {
     std::vector<tpuc_transfer*> transfers;
     void fail(const std::string& msg) {
       for (auto* t : transfers)
-        if (t != nullptr) tpuc_status_free(tpuc_transfer_fail(
-            t, TPUC_ABORTED, msg.c_str()));
+        if (t != nullptr)
+          tpuc_status_free(tpuc_transfer_fail(t, TPUC_ABORTED, msg.c_str()));
     }
     void release() {
       for (auto* v : values) tpuc_buffer_release(v);
@@ -1145,9 +1181,9 @@ class TpuBackend : public c10d::Backend {
         tpuc_status_free(st);
         C10_THROW_ERROR(DistBackendError, msg);
       }
-      bool fits = tpuc_buffer_byte_size(v) ==
-                  static_cast<size_t>(tensors[0].numel() *
-                                      tensors[0].element_size());
+      bool fits =
+          tpuc_buffer_byte_size(v) ==
+          static_cast<size_t>(tensors[0].numel() * tensors[0].element_size());
       if (fits) {
         try {
           assign_flat(tensors[0], v);
@@ -1161,8 +1197,8 @@ class TpuBackend : public c10d::Backend {
                   tpuc_buffer_byte_size(v), " bytes, the receiving tensor ",
                   shape_str(tensors[0]), " holds ",
                   tensors[0].numel() * tensors[0].element_size());
-      auto work = c10::make_intrusive<TpuWork>(
-          getRank(), OpType::RECV, tensors, devices_of(tensors, device_));
+      auto work = c10::make_intrusive<TpuWork>(getRank(), OpType::RECV, tensors,
+                                               devices_of(tensors, device_));
       work->complete(nullptr);
       return work;
     }
@@ -1186,7 +1222,8 @@ class TpuBackend : public c10d::Backend {
           },
           Carry::kBytes, false, false, c10d::ReduceOp::UNUSED, &ch.worker);
     }
-    std::string key = p2p_key(src, getRank(), tag, next_seq(recv_seq_, src, tag));
+    std::string key =
+        p2p_key(src, getRank(), tag, next_seq(recv_seq_, src, tag));
     int64_t timeout_ms = timeout_ms_;
     Channel& ch = channel(1, src, tag);
     auto store = ch.store;
@@ -1202,15 +1239,16 @@ class TpuBackend : public c10d::Backend {
           if (h.size() < kHeadFixed || h[1] != mine[1] || h[3] != mine[3]) {
             if (h.size() >= kHeadFixed && h[1] >= 0) {
               // Take the message anyway, so the sender is not left hanging.
-              std::vector<at::Tensor> scratch{at::empty(
-                  {h[3] * static_cast<int64_t>(c10::elementSize(
-                              static_cast<at::ScalarType>(h[1])))},
-                  at::kByte)};
+              std::vector<at::Tensor> scratch{
+                  at::empty({h[3] * static_cast<int64_t>(c10::elementSize(
+                                        static_cast<at::ScalarType>(h[1])))},
+                            at::kByte)};
               gloo_->recv(scratch, src, tag)->wait();
             }
             TORCH_CHECK(false, "rank ", src, " sent ",
-                        h.size() >= kHeadFixed ? describe_head(h.data(), getSize())
-                                               : std::string("something else"),
+                        h.size() >= kHeadFixed
+                            ? describe_head(h.data(), getSize())
+                            : std::string("something else"),
                         ", this rank receives ", me);
           }
           return gloo_->recv(out, src, tag);
@@ -1249,10 +1287,12 @@ class TpuBackend : public c10d::Backend {
            std::to_string(tag) + "/" + std::to_string(seq);
   }
 
-  // -- helpers -----------------------------------------------------------------
+  // -- helpers
+  // -----------------------------------------------------------------
 
   Worker& worker() {
-    std::call_once(worker_once_, [this] { worker_ = std::make_unique<Worker>(); });
+    std::call_once(worker_once_,
+                   [this] { worker_ = std::make_unique<Worker>(); });
     return *worker_;
   }
 
@@ -1298,15 +1338,24 @@ class TpuBackend : public c10d::Backend {
   static tpuc_reduce_op reduce_op(const c10d::ReduceOp& op) {
     switch (op.op_) {
       case c10d::ReduceOp::SUM:
-      case c10d::ReduceOp::PREMUL_SUM: return TPUC_REDUCE_SUM;
-      case c10d::ReduceOp::AVG: return TPUC_REDUCE_AVG;
-      case c10d::ReduceOp::PRODUCT: return TPUC_REDUCE_PRODUCT;
-      case c10d::ReduceOp::MIN: return TPUC_REDUCE_MIN;
-      case c10d::ReduceOp::MAX: return TPUC_REDUCE_MAX;
-      case c10d::ReduceOp::BAND: return TPUC_REDUCE_BAND;
-      case c10d::ReduceOp::BOR: return TPUC_REDUCE_BOR;
-      case c10d::ReduceOp::BXOR: return TPUC_REDUCE_BXOR;
-      default: break;
+      case c10d::ReduceOp::PREMUL_SUM:
+        return TPUC_REDUCE_SUM;
+      case c10d::ReduceOp::AVG:
+        return TPUC_REDUCE_AVG;
+      case c10d::ReduceOp::PRODUCT:
+        return TPUC_REDUCE_PRODUCT;
+      case c10d::ReduceOp::MIN:
+        return TPUC_REDUCE_MIN;
+      case c10d::ReduceOp::MAX:
+        return TPUC_REDUCE_MAX;
+      case c10d::ReduceOp::BAND:
+        return TPUC_REDUCE_BAND;
+      case c10d::ReduceOp::BOR:
+        return TPUC_REDUCE_BOR;
+      case c10d::ReduceOp::BXOR:
+        return TPUC_REDUCE_BXOR;
+      default:
+        break;
     }
     TORCH_CHECK_VALUE(false, "tpu: unsupported reduce op");
     return TPUC_REDUCE_SUM;
@@ -1323,7 +1372,8 @@ class TpuBackend : public c10d::Backend {
   static std::vector<at::Tensor> premultiplied(
       const std::vector<at::Tensor>& ts, const c10d::ReduceOp& op) {
     if (op.op_ != c10d::ReduceOp::PREMUL_SUM) return ts;
-    auto* s = dynamic_cast<c10d::NCCLPreMulSumSupplement*>(op.supplement_.get());
+    auto* s =
+        dynamic_cast<c10d::NCCLPreMulSumSupplement*>(op.supplement_.get());
     TORCH_CHECK_VALUE(s != nullptr, "tpu: PREMUL_SUM without a factor");
     std::vector<at::Tensor> out;
     for (const auto& t : ts)
@@ -1412,9 +1462,8 @@ void register_distributed(py::module& m) {
                        const c10::intrusive_ptr<c10d::Store>& store, int rank,
                        int size, int64_t timeout_ms,
                        const std::string& group_key, int device) {
-             return c10::make_intrusive<TpuBackend>(gloo, store, rank, size,
-                                                    timeout_ms, group_key,
-                                                    device);
+             return c10::make_intrusive<TpuBackend>(
+                 gloo, store, rank, size, timeout_ms, group_key, device);
            }),
            py::arg("gloo"), py::arg("store"), py::arg("rank"), py::arg("size"),
            py::arg("timeout_ms"), py::arg("group_key"), py::arg("device"))

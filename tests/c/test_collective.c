@@ -73,6 +73,18 @@ static void run2(const char* key, const tpuc_collective* c, tpuc_buffer* a,
   for (int r = 0; r < 2; r++) pthread_join(t[r], NULL);
 }
 
+/* Runs `c` on devices 0 and 1 with the inputs `a` and `b` (n values of
+ * `type` each), which it uploads and releases. */
+static void run_pair(const char* key, const tpuc_collective* c, tpuc_dtype type,
+                     int64_t n, const void* a, const void* b,
+                     rank_call out[2]) {
+  tpuc_buffer* x = on_device(0, type, n, a);
+  tpuc_buffer* y = on_device(1, type, n, b);
+  run2(key, c, x, y, out);
+  tpuc_buffer_release(x);
+  tpuc_buffer_release(y);
+}
+
 static void release2(rank_call r[2]) {
   for (int i = 0; i < 2; i++) tpuc_buffer_release(r[i].out);
 }
@@ -91,8 +103,6 @@ static void test_all_reduce_ops(void) {
       {TPUC_REDUCE_AVG, {5.5f, 9, -13.5f, 2.25f}},
   };
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
-    tpuc_buffer* x = on_device(0, TPUC_DTYPE_F32, 4, a);
-    tpuc_buffer* y = on_device(1, TPUC_DTYPE_F32, 4, b);
     tpuc_collective c = {.kind = TPUC_COLLECTIVE_ALL_REDUCE,
                          .op = cases[k].op,
                          .ranks = 2,
@@ -100,9 +110,7 @@ static void test_all_reduce_ops(void) {
                          .count = 4,
                          .value_type = TPUC_DTYPE_F32};
     rank_call r[2];
-    run2("ar", &c, x, y, r);
-    tpuc_buffer_release(x);
-    tpuc_buffer_release(y);
+    run_pair("ar", &c, TPUC_DTYPE_F32, 4, a, b, r);
     for (int i = 0; i < 2; i++) {
       if (r[i].code != TPUC_OK) fprintf(stderr, "rank %d: %s\n", i, r[i].msg);
       TPUC_CHECK(r[i].code == TPUC_OK && r[i].out != NULL);
@@ -123,8 +131,6 @@ static void test_all_reduce_bytes(void) {
   const int32_t a[3] = {0x0F, -1, 6}, b[3] = {0x3C, 5, 3};
   tpuc_reduce_op ops[3] = {TPUC_REDUCE_BAND, TPUC_REDUCE_BOR, TPUC_REDUCE_BXOR};
   for (int k = 0; k < 3; k++) {
-    tpuc_buffer* x = on_device(0, TPUC_DTYPE_U8, 12, a);
-    tpuc_buffer* y = on_device(1, TPUC_DTYPE_U8, 12, b);
     tpuc_collective c = {.kind = TPUC_COLLECTIVE_ALL_REDUCE,
                          .op = ops[k],
                          .ranks = 2,
@@ -132,9 +138,7 @@ static void test_all_reduce_bytes(void) {
                          .count = 3,
                          .value_type = TPUC_DTYPE_U8};
     rank_call r[2];
-    run2("bits", &c, x, y, r);
-    tpuc_buffer_release(x);
-    tpuc_buffer_release(y);
+    run_pair("bits", &c, TPUC_DTYPE_U8, 12, a, b, r);
     if (r[0].code != TPUC_OK) fprintf(stderr, "%s\n", r[0].msg);
     TPUC_CHECK(r[0].code == TPUC_OK && r[1].code == TPUC_OK);
     TPUC_CHECK(tpuc_buffer_dtype(r[1].out) == TPUC_DTYPE_S32);
@@ -149,8 +153,6 @@ static void test_all_reduce_bytes(void) {
     TPUC_CHECK(ok);
   }
   const uint8_t p[4] = {1, 0, 1, 0}, q[4] = {1, 1, 0, 0};
-  tpuc_buffer* x = on_device(0, TPUC_DTYPE_U8, 4, p);
-  tpuc_buffer* y = on_device(1, TPUC_DTYPE_U8, 4, q);
   tpuc_collective c = {.kind = TPUC_COLLECTIVE_ALL_REDUCE,
                        .op = TPUC_REDUCE_SUM,
                        .ranks = 2,
@@ -158,9 +160,7 @@ static void test_all_reduce_bytes(void) {
                        .count = 4,
                        .value_type = TPUC_DTYPE_U8};
   rank_call r[2];
-  run2("bool", &c, x, y, r);
-  tpuc_buffer_release(x);
-  tpuc_buffer_release(y);
+  run_pair("bool", &c, TPUC_DTYPE_U8, 4, p, q, r);
   TPUC_CHECK(r[0].code == TPUC_OK && r[0].out != NULL);
   TPUC_CHECK(tpuc_buffer_dtype(r[0].out) == TPUC_DTYPE_U8);
   uint8_t* h = tpuc_test_to_host(r[0].out);
@@ -179,8 +179,6 @@ static void test_data_movement(void) {
                                    TPUC_COLLECTIVE_ALL_TO_ALL,
                                    TPUC_COLLECTIVE_BROADCAST};
   for (int k = 0; k < 3; k++) {
-    tpuc_buffer* x = on_device(0, TPUC_DTYPE_F32, 8, a);
-    tpuc_buffer* y = on_device(1, TPUC_DTYPE_F32, 8, b);
     tpuc_collective c = {.kind = kinds[k],
                          .ranks = 2,
                          .root = 1,
@@ -188,9 +186,7 @@ static void test_data_movement(void) {
                          .count = 4,
                          .value_type = TPUC_DTYPE_F32};
     rank_call r[2];
-    run2("move", &c, x, y, r);
-    tpuc_buffer_release(x);
-    tpuc_buffer_release(y);
+    run_pair("move", &c, TPUC_DTYPE_F32, 8, a, b, r);
     for (int i = 0; i < 2; i++) {
       TPUC_CHECK(r[i].code == TPUC_OK && r[i].out != NULL);
       int64_t* h = tpuc_test_to_host(r[i].out);
@@ -214,8 +210,6 @@ static void test_data_movement(void) {
 static void test_reduce_scatter(void) {
   if (tpuc_test_device_count() < 2) TPUC_SKIP("needs two devices");
   const int32_t a[4] = {1, 2, 3, 4}, b[4] = {10, 20, 30, 40};
-  tpuc_buffer* x = on_device(0, TPUC_DTYPE_S32, 4, a);
-  tpuc_buffer* y = on_device(1, TPUC_DTYPE_S32, 4, b);
   tpuc_collective c = {.kind = TPUC_COLLECTIVE_REDUCE_SCATTER,
                        .op = TPUC_REDUCE_AVG,
                        .ranks = 2,
@@ -223,9 +217,7 @@ static void test_reduce_scatter(void) {
                        .count = 4,
                        .value_type = TPUC_DTYPE_S32};
   rank_call r[2];
-  run2("rs", &c, x, y, r);
-  tpuc_buffer_release(x);
-  tpuc_buffer_release(y);
+  run_pair("rs", &c, TPUC_DTYPE_S32, 4, a, b, r);
   const int32_t want[2][2] = {{5, 11}, {16, 22}}; /* truncated averages */
   for (int i = 0; i < 2; i++) {
     TPUC_CHECK(r[i].code == TPUC_OK && r[i].out != NULL);
