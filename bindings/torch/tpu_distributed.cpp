@@ -342,6 +342,7 @@ class Worker {
 
  private:
   void loop() {
+    mark_service_thread();
     for (;;) {
       std::function<void()> job;
       {
@@ -442,6 +443,7 @@ class TpuBackend : public c10d::Backend {
     }
     worker_.reset();  // finishes the queued jobs
     channels_.clear();
+    completer_.reset();
     tpuc_group_leave(group_);
   }
 
@@ -456,6 +458,7 @@ class TpuBackend : public c10d::Backend {
       for (auto& kv : channels_) chans.push_back(kv.second.get());
     }
     for (auto* c : chans) c->worker.drain();
+    if (completer_) completer_->drain();
   }
   bool in_program() const { return group_ != nullptr; }
 
@@ -1006,6 +1009,12 @@ class TpuBackend : public c10d::Backend {
       }
       for (const auto& t : ins)
         tpuc_fused_cut(client(), tpu_index(t), TPUC_FUSED_COLLECTIVE);
+      // The inputs' programs are issued now, before any program that reads
+      // the outputs can be: a plugin may run a device's programs in the
+      // order they were issued (the CPU plugin does), and a reader issued
+      // first would wait for outputs whose inputs wait behind it (a
+      // deadlock when the cut segment compiles in the background).
+      for (tpuc_buffer* v : job->values) check(tpuc_buffer_ensure(v));
       for (size_t i = 0; i < outs.size(); i++) {
         const at::Tensor& t = outs[i];
         job->host_out.push_back(inplace || host_out_is_in
@@ -1086,7 +1095,7 @@ class TpuBackend : public c10d::Backend {
             }
           }
           job->release();
-          work->complete(error);
+          complete_later(work, error);
         });
     return work;
   }
@@ -1290,6 +1299,21 @@ class TpuBackend : public c10d::Backend {
   // -- helpers
   // -----------------------------------------------------------------
 
+  // Work is completed on a thread of its own: completing runs the future's
+  // callbacks (DDP's comm hooks record tpu ops there), which may wait for
+  // the fused lock while a user thread holding it waits for a result the
+  // staging threads still have to deliver.
+  Worker& completer() {
+    std::call_once(completer_once_,
+                   [this] { completer_ = std::make_unique<Worker>(); });
+    return *completer_;
+  }
+
+  void complete_later(const c10::intrusive_ptr<TpuWork>& work,
+                      std::exception_ptr error) {
+    completer().post([work, error] { work->complete(error); });
+  }
+
   Worker& worker() {
     std::call_once(worker_once_,
                    [this] { worker_ = std::make_unique<Worker>(); });
@@ -1319,8 +1343,8 @@ class TpuBackend : public c10d::Backend {
       work->complete(nullptr);
       return work;
     }
-    // Jobs run in order: this one runs after every part's.
-    worker().post([work, parts] {
+    // Completions run in order: this one after every part's.
+    completer().post([work, parts] {
       std::exception_ptr error;
       for (const auto& p : parts)
         if (!error && p->exception()) error = p->exception();
@@ -1428,6 +1452,8 @@ class TpuBackend : public c10d::Backend {
   tpuc_group* group_ = nullptr;
   std::once_flag worker_once_;
   std::unique_ptr<Worker> worker_;
+  std::once_flag completer_once_;
+  std::unique_ptr<Worker> completer_;
 };
 
 // DDP's per-iteration timings (its logger's avg_*_time): host times, as the

@@ -83,8 +83,10 @@ struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
                   std::chrono::steady_clock::now().time_since_epoch())
                   .count();
     }
-    // Work recorded by fused mode starts before the mark.
-    if (!e->timing) check(tpuc_fused_flush(client(), TPUC_FUSED_SYNC));
+    // Work recorded by fused mode starts before the mark (a service
+    // thread recorded none: its mark covers what was issued).
+    if (!e->timing && !is_service_thread())
+      check(tpuc_fused_flush(client(), TPUC_FUSED_SYNC));
     check(tpuc_client_mark(client(), &e->mark));
     e->recorded = true;
   }

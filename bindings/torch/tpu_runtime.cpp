@@ -32,6 +32,7 @@ void check_not_forked() {
 }
 std::string g_error = "tpuc runtime not initialized";
 thread_local c10::DeviceIndex t_device = 0;
+thread_local bool t_service = false;
 
 }  // namespace
 
@@ -221,6 +222,9 @@ tpuc_view view_of(const at::Tensor& t) {
   v.offset = t.storage_offset();
   return v;
 }
+
+void mark_service_thread() { t_service = true; }
+bool is_service_thread() { return t_service; }
 
 c10::DeviceIndex current_device() { return t_device; }
 

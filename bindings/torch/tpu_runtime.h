@@ -45,6 +45,13 @@ tpuc_status* synchronize_status();
 // errors surface at the failing op (the synchronous debug mode).
 bool launch_blocking();
 
+// The binding's own background threads (the distributed backend's staging
+// and completion threads) mark themselves: they never wait for what the
+// user's threads recorded in fused mode, because a user thread may hold
+// the fused lock while it waits for a result those threads deliver.
+void mark_service_thread();
+bool is_service_thread();
+
 // Current device of this thread.
 c10::DeviceIndex current_device();
 void set_current_device(c10::DeviceIndex index);

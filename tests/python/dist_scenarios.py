@@ -292,6 +292,24 @@ def point_to_point(rank, size):
     return True
 
 
+def integer_averages(rank, size, rounds=40):
+    """Integer AVG all_reduces back to back: each divides its result on the
+    device with an op that checks its argument there (the caller waits for
+    that check under the fused lock, for a value the staging thread still
+    has to deliver) while the previous call's completion records its
+    event. Once, completing a call waited for that lock: a deadlock."""
+    dev = torch.device("tpu", torch.tpu.current_device())
+    works = []
+    for i in range(rounds):
+        t = torch.full((64,), rank * 10 + i, dtype=torch.int64, device=dev)
+        works.append((i, t, dist.all_reduce(t, op=R.AVG, async_op=True)))
+    for i, t, w in works:
+        w.wait()
+        want = sum(r * 10 + i for r in range(size)) // size
+        same(t, torch.full((64,), want, dtype=torch.int64), f"integer average {i}")
+    return rounds
+
+
 def async_work(rank, size):
     """Work objects: wait, is_completed, get_future and its callbacks; the
     value read after the call without waiting is the collective's."""

@@ -131,6 +131,10 @@ def test_point_to_point():
     assert threads("point_to_point", 4) == [True] * 4
 
 
+def test_completions_never_wait_for_the_callers_lock():
+    assert launch("integer_averages", 2, timeout=300) == [40, 40]
+
+
 def test_async_work_and_futures():
     assert launch("async_work", 2) == [True, True]
     assert threads("async_work", 2) == [True, True]
