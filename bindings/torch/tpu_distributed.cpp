@@ -7,10 +7,10 @@
 //  - ranks in other processes (torchrun, mp.spawn): the tensors are staged
 //    through the host and the collective runs on torch.distributed's own
 //    Gloo engine over CPU tensors. The input values are taken when the op is
-//    called (a fused segment is cut, not waited for), the outputs get values
-//    that arrive later from the host (tpuc_transfer), and a worker thread
-//    per backend does the copies and the Gloo op in call order, so the
-//    caller goes on recording while the data moves.
+//    called (a fused segment is cut and issued, not waited for), the
+//    outputs get values that arrive later from the host (tpuc_transfer),
+//    and a worker thread per backend does the copies and the Gloo op in
+//    call order, so the caller goes on recording while the data moves.
 // This file translates c10d's calls into those; it holds no tensor
 // semantics of its own beyond laying lists out flat.
 #include <ATen/ATen.h>
