@@ -15,7 +15,8 @@
 extern "C" {
 #endif
 
-#define TPUC_MAX_RANK 16
+/* The most dimensions of a value: PyTorch's own limit for its iterators. */
+#define TPUC_MAX_RANK 25
 
 typedef struct tpuc_buffer tpuc_buffer;
 

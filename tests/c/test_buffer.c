@@ -141,9 +141,9 @@ static void test_bad_arguments(void) {
   TPUC_CHECK_ERROR(
       tpuc_buffer_from_host(c, 0, TPUC_DTYPE_F32, neg, 1, v, NULL, &b),
       TPUC_INVALID_ARGUMENT, "negative");
-  TPUC_CHECK_ERROR(
-      tpuc_buffer_from_host(c, 0, TPUC_DTYPE_F32, dims, 17, v, NULL, &b),
-      TPUC_INVALID_ARGUMENT, "rank");
+  TPUC_CHECK_ERROR(tpuc_buffer_from_host(c, 0, TPUC_DTYPE_F32, dims,
+                                         TPUC_MAX_RANK + 1, v, NULL, &b),
+                   TPUC_INVALID_ARGUMENT, "rank");
   TPUC_CHECK_ERROR(
       tpuc_buffer_from_host(c, 0, TPUC_DTYPE_F32, dims, 1, NULL, NULL, &b),
       TPUC_INVALID_ARGUMENT, "NULL");
