@@ -263,11 +263,13 @@ void check_same_device(const c10::OperatorHandle& op,
   bool allow_cpu = false;
   for (const char* n : kCpuIndicesAllowed)
     allow_cpu |= op.schema().operator_name().name == n;
-  size_t nargs = op.schema().arguments().size();
+  const auto& schema_args = op.schema().arguments();
+  size_t nargs = schema_args.size();
   std::optional<c10::Device> seen;
+  bool written = false;  // a CPU scalar is an input, never an out= target
   auto visit = [&](const at::Tensor& t) {
     if (!t.defined()) return;
-    if (t.is_cpu() && (t.dim() == 0 || allow_cpu)) return;
+    if (t.is_cpu() && !written && (t.dim() == 0 || allow_cpu)) return;
     if (!seen) {
       seen = t.device();
       return;
@@ -280,6 +282,8 @@ void check_same_device(const c10::OperatorHandle& op,
   };
   for (size_t i = stack.size() - nargs; i < stack.size(); i++) {
     const c10::IValue& v = stack[i];
+    const auto* alias = schema_args[i - (stack.size() - nargs)].alias_info();
+    written = alias != nullptr && alias->isWrite();
     if (v.isTensor()) {
       visit(v.toTensor());
     } else if (v.isTensorList()) {

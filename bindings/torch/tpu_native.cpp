@@ -242,8 +242,20 @@ at::Tensor wrap_result(tpuc_op_result* r, c10::Device device) {
 // resize_output (which warns when a non-empty out changes shape), then the
 // value (swapped in when `out` is its whole storage, else copied through
 // its view on the device).
-void write_out(tpuc_op_result* r, at::Tensor& out, c10::Device device) {
+void write_out(const c10::OperatorHandle& op, tpuc_op_result* r,
+               at::Tensor& out, c10::Device device) {
   at::ScalarType rt = to_scalar_type(r->dtype);
+  // nonzero's coordinates go only into a long tensor (PyTorch's check and
+  // message, which has no space before the type).
+  if (op.schema().operator_name().name == "aten::nonzero" &&
+      out.scalar_type() != at::kLong) {
+    tpuc_buffer_release(r->value);
+    r->value = nullptr;
+    TORCH_CHECK(false,
+                "nonzero: Expected out tensor to have scalar type Long but "
+                "got scalar type",
+                out.scalar_type());
+  }
   if (!at::canCast(rt, out.scalar_type())) {
     tpuc_buffer_release(r->value);
     r->value = nullptr;
@@ -470,7 +482,7 @@ void native_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       check(set);
     } else {
       try {
-        write_out(&results[k], t, *device);
+        write_out(op, &results[k], t, *device);
       } catch (...) {
         for (size_t j = k + 1; j < nres; j++)
           tpuc_buffer_release(results[j].value);

@@ -1,0 +1,32 @@
+"""Regression tests for what the libraries' own test suites found on tpu
+(make test-upstream, tests/upstream/report.json): each bug fixed in tpuc
+gets its test here, so `make test` keeps it fixed without the upstream
+files."""
+
+import pytest
+import torch
+
+DEV = "tpu"
+
+
+def test_nonzero_out_must_be_long():
+    # PyTorch's test_shape_ops.py::test_nonzero: a float out= raises.
+    t = torch.tensor([1.0, 0.0, 2.0], device=DEV)
+    with pytest.raises(RuntimeError, match="scalar type Long"):
+        torch.nonzero(t, out=torch.empty([], dtype=torch.float, device=DEV))
+    out = torch.empty([], dtype=torch.long, device=DEV)
+    torch.nonzero(t, out=out)
+    assert out.cpu().tolist() == [[0], [2]]
+
+
+@pytest.mark.parametrize("shape", [[], [3]])
+def test_out_on_the_cpu_is_refused_like_cuda(shape):
+    # A CPU out= tensor for a tpu op raises PyTorch's device error, a 0-d
+    # one too (0-d CPU tensors are allowed only as inputs).
+    t = torch.tensor([1.0, 0.0, 2.0], device=DEV)
+    with pytest.raises(RuntimeError, match="on the same device"):
+        torch.nonzero(t, out=torch.empty(shape, dtype=torch.long))
+    with pytest.raises(RuntimeError, match="on the same device"):
+        torch.add(t, t, out=torch.empty(shape))
+    # A 0-d CPU tensor as an input is still a scalar.
+    assert (t * torch.tensor(2.0)).cpu().tolist() == [2.0, 0.0, 4.0]
