@@ -105,6 +105,9 @@ def test_conv_transpose_dtypes(dtype):
         # plugin's result rounds up to 2 float16 ulps (0.0039 at 2-4) away
         # from PyTorch's, where Intel hosts were within 1e-3.
         tol = {"atol": 4e-3, "rtol": 4e-3}
+    if dtype == torch.bfloat16:
+        # The same on AMD EPYC in bfloat16: up to 2 ulps (0.031 at 2-4).
+        tol = {"atol": 3.2e-2, "rtol": 1.6e-2}
     check_native(lambda x, w: F.conv_transpose2d(x, w, stride=2, padding=1),
                  x, w, **tol)
     # non-contiguous input
