@@ -18,6 +18,11 @@
 #   make bench-distributed  run bench/bench_distributed.py only (collectives'
 #                       bus bandwidth: staged, Gloo, in-program; DDP and FSDP2
 #                       steps, JSON + PNG in bench/results/), table
+#   make test-upstream  run the libraries' own test files (transformers,
+#                       diffusers, PyTorch's device-generic tests) on cpu and
+#                       tpu from UPSTREAM_TESTS=DIR (made by
+#                       scripts/upstream_tests.py extract), write
+#                       tests/upstream/report.json, print the table
 #   make format         clang-format -i over the C/C++ sources
 #   make clean          remove the build trees (make distclean: and .venv)
 #
@@ -38,7 +43,7 @@ FORMAT_DIRS := include src tests fuzz bench demo bindings
 export JOBS FUZZ_SECONDS FUZZ_FLAGS
 
 .PHONY: all build setup demo test test-c test-py test-conformance \
-	conformance-report test-asan test-fuzz bench \
+	conformance-report test-asan test-fuzz test-upstream bench \
 	bench-runtime bench-device bench-eager bench-compile bench-distributed \
 	format clean distclean
 
@@ -85,6 +90,15 @@ test-asan:
 
 test-fuzz:
 	scripts/fuzz.sh
+
+# Not part of `make test`: the files are other projects' and a fresh machine
+# cannot fetch them. UPSTREAM_ARGS: e.g. --only pytorch, --timeout 300.
+UPSTREAM_ARGS ?=
+test-upstream: build
+	@if [[ -z "$${UPSTREAM_TESTS:-}" ]]; then \
+	  echo "test-upstream: set UPSTREAM_TESTS=DIR (a folder made by scripts/upstream_tests.py extract; see README)"; exit 2; fi
+	$(PYTHON) -m pip install -q --no-deps -r tests/upstream/requirements.txt
+	$(PYTHON) scripts/upstream_tests.py run "$$UPSTREAM_TESTS" $(UPSTREAM_ARGS)
 
 bench: build
 	mkdir -p $(BENCH_RESULTS)
