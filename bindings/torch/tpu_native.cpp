@@ -307,6 +307,10 @@ void expand_mask_indices(const c10::OperatorHandle& op,
       pos++;
       continue;
     }
+    if (t->scalar_type() == at::kByte)  // PyTorch's own warning
+      TORCH_WARN(
+          "indexing with dtype torch.uint8 is now deprecated, please use a "
+          "dtype torch.bool instead.");
     at::Tensor mask = t->scalar_type() == at::kByte ? t->to(at::kBool) : *t;
     for (int64_t j = 0; j < mask.dim(); j++) {
       TORCH_CHECK_INDEX(pos + j < self.dim(), "too many indices for tensor of "

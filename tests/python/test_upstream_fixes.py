@@ -30,3 +30,18 @@ def test_out_on_the_cpu_is_refused_like_cuda(shape):
         torch.add(t, t, out=torch.empty(shape))
     # A 0-d CPU tensor as an input is still a scalar.
     assert (t * torch.tensor(2.0)).cpu().tolist() == [2.0, 0.0, 4.0]
+
+
+def test_uint8_mask_indexing_warns_as_pytorch():
+    # PyTorch's test_indexing.py::test_byte_mask: one deprecation warning
+    # per uint8 mask, as on the CPU.
+    import warnings
+
+    v = torch.arange(5.0, device=DEV)
+    mask = torch.tensor([1, 0, 1, 1, 0], dtype=torch.uint8, device=DEV)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        got = v[mask]
+    assert len(w) == 1
+    assert str(w[0].message).startswith("indexing with dtype torch.uint8 is now deprecated, please use a dtype torch.bool instead.")
+    assert got.cpu().tolist() == [0.0, 2.0, 3.0]
