@@ -739,7 +739,7 @@ def sequence_parallel(rank, size):
     return True
 
 
-def reinit(rank, size):
+def reinit(rank, size, ports):
     """destroy_process_group, then a new process group in the same
     process: collectives work again."""
     dev = torch.device("tpu", torch.tpu.current_device())
@@ -749,6 +749,7 @@ def reinit(rank, size):
         same(t, torch.full((4,), float(sum(range(size)) + size * round)), f"all_reduce in group {round}")
         dist.destroy_process_group()
         assert not dist.is_initialized()
+        os.environ["MASTER_PORT"] = str(ports[round])
         dist.init_process_group("tpu", timeout=timedelta(seconds=60))
     return True
 
