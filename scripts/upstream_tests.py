@@ -182,7 +182,7 @@ def device_env(suite, device):
     return env
 
 
-def run_file(base, suite, rel, device, timeout, logdir):
+def run_file(base, suite, rel, device, timeout, logdir, select=None):
     """Runs one file on one device until every test has an outcome; returns
     {nodeid: record} and the seconds it took."""
     cwd = base / suite
@@ -191,9 +191,11 @@ def run_file(base, suite, rel, device, timeout, logdir):
     results, crashes = {}, []
     t0 = time.monotonic()
     for attempt in range(500):
-        skip = logdir / "skip.txt"
+        skip = log.with_suffix(".skip")
         skip.write_text("\n".join(list(results)))
         cmd = [sys.executable, "-m", "pytest", rel, "-p", "upstream_plugin", "-p", "no:cacheprovider", "-q", "-rN", "--tb=no", "-o", "addopts=", "--rootdir", str(cwd), "-W", "ignore"]
+        if select:
+            cmd += ["-k", select]
         env = device_env(suite, device)
         env["UPSTREAM_LOG"] = str(log)
         env["UPSTREAM_SKIP"] = str(skip)
@@ -322,9 +324,9 @@ def run(args):
                 print(f"{key}: not extracted, left out")
                 continue
             print(f"{key}: cpu ...", flush=True)
-            cpu, tc = run_file(base, suite, rel, "cpu", args.timeout, logdir)
+            cpu, tc = run_file(base, suite, rel, "cpu", args.timeout, logdir, args.select)
             print(f"{key}: tpu ...", flush=True)
-            tpu, tt = run_file(base, suite, rel, "tpu", args.timeout, logdir)
+            tpu, tt = run_file(base, suite, rel, "tpu", args.timeout, logdir, args.select)
             for dev, res in (("cpu", cpu), ("tpu", tpu)):
                 (logdir / f"{suite}-{rel.replace('/', '_')}-{dev}.json").write_text(json.dumps(res, indent=1))
             row = compare(suite, rel, cpu, tpu, skiplist)
@@ -334,6 +336,11 @@ def run(args):
             row["tests_cpu"] = len(cpu)
             row["tests_tpu"] = len(tpu)
             row["files"] = {k: v for k, v in prov["files"].items() if k == f"{suite}/{rel}"}
+            row["select"] = args.select  # a -k expression the run was limited to
+            row["eager_mode"] = os.environ.get("TPUC_EAGER_MODE", "fused")
+            # Other runs may have written rows since this one started.
+            if REPORT.exists() and args.only:
+                report["files"] = {**json.loads(REPORT.read_text())["files"], **report["files"]}
             report["files"][key] = row
             print_row(key, row)
             report["versions"] = versions
@@ -376,6 +383,7 @@ def main():
     r.add_argument("dir")
     r.add_argument("--only", nargs="*", help="SUITE or SUITE:FILE (the report keeps the other files' rows)")
     r.add_argument("--timeout", type=float, default=300.0, help="seconds a test may take before it counts as hung")
+    r.add_argument("--select", help="a pytest -k expression limiting the run (recorded in the report)")
     t = sub.add_parser("table", help="print the committed report's table")
     args = ap.parse_args()
     if args.cmd == "extract":
