@@ -45,3 +45,15 @@ def test_uint8_mask_indexing_warns_as_pytorch():
     assert len(w) == 1
     assert str(w[0].message).startswith("indexing with dtype torch.uint8 is now deprecated, please use a dtype torch.bool instead.")
     assert got.cpu().tolist() == [0.0, 2.0, 3.0]
+
+
+def test_views_of_up_to_25_dimensions():
+    # PyTorch's test_view_ops.py::test_view views 18 dimensions.
+    x = torch.arange(2**17, dtype=torch.float32, device=DEV).view(*([2] * 17))
+    y = x.view(*([2] * 16 + [1, 2]))
+    assert y.dim() == 18 and y.shape[-2:] == (1, 2)
+    assert float(y.reshape(-1)[12345]) == 12345.0 and float((y * 2)[(1,) * 16 + (0, 1)]) == 2.0 * (2**17 - 1)
+    z = torch.ones([1] * 25, device=DEV) * 3
+    assert z.dim() == 25 and float(z.sum()) == 3.0
+    with pytest.raises(RuntimeError, match="at most 25 dimensions"):
+        torch.ones([1] * 26, device=DEV) * 3
