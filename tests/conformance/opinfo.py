@@ -320,11 +320,29 @@ KNOWN_ROUNDING = {
     "nn.functional.normalize|float16", "nn.functional.tanhshrink|bfloat16",
 }
 
+# Pairs whose CPU reference itself rounds differently by host: the committed
+# report was made on an Intel Xeon, where they pass; on an AMD EPYC host
+# PyTorch's CPU kernels (half-precision convolutions, float32 addbmm) give
+# other roundings, and they fail in strict mode as in fused mode there
+# (addbmm float32: 1e-6 apart on random inputs; float16 conv_transpose up to
+# 2 ulps, as tests/python/test_native_nn2.py measures). The same rules as
+# above: printed, and only different values are let through.
+HOST_ROUNDING = {
+    "forward": {
+        "addbmm|float32", "nn.functional.conv_transpose1d|bfloat16",
+        "nn.functional.conv_transpose2d|bfloat16",
+        "nn.functional.conv_transpose2d|float16",
+        "nn.functional.conv_transpose3d|bfloat16",
+        "nn.functional.conv_transpose3d|float16",
+    },
+    "backward": {"nn.functional.conv1d|float16", "nn.functional.conv2d|float16"},
+}
+
 
 def check_against(before_all, results, only, label, rounding=None):
     """Pairs that passed in the committed report and no longer do, or that
     were native and now fall back. `rounding`: pairs whose failure is a
-    known rounding difference (label backward only)."""
+    known rounding difference."""
     before = {k: v for k, v in before_all.items() if not only or k in results}
     regressed = [k for k, v in before.items()
                  if v["result"].startswith("pass") and
@@ -385,11 +403,12 @@ def main():
     if args.check:
         with open(args.check) as f:
             committed = json.load(f)
-        r1, n1 = check_against(committed["results"], results, only, "forward")
+        r1, n1 = check_against(committed["results"], results, only, "forward",
+                               rounding=HOST_ROUNDING["forward"])
         r2, n2 = (0, 0)
         if not args.forward_only:
             r2, n2 = check_against(committed.get("results_backward", {}), back, only, "backward",
-                                   rounding=KNOWN_ROUNDING)
+                                   rounding=KNOWN_ROUNDING | HOST_ROUNDING["backward"])
         if r1 + r2 + n1 + n2:
             print(f"{r1 + r2} regressed, {n1 + n2} no longer native")
             sys.exit(1)
