@@ -61,9 +61,15 @@ def sha256(data):
 # extract
 
 
+def git_ls(gitdir, rev, paths, recursive=False):
+    """The paths `git ls-tree` lists under `paths` at `rev` of a bare repo."""
+    cmd = ["git", "--git-dir", gitdir, "ls-tree", *(["-r"] if recursive else []), "--name-only", rev, "--", *paths]
+    return subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.split()
+
+
 def git_files(gitdir, rev, paths):
     """{path: bytes} of every file under `paths` at `rev` of a bare repo."""
-    out = subprocess.run(["git", "--git-dir", gitdir, "ls-tree", "-r", "--name-only", rev, "--", *paths], check=True, capture_output=True, text=True).stdout.split()
+    out = git_ls(gitdir, rev, paths, recursive=True)
     files = {}
     for p in out:
         files[p] = subprocess.run(["git", "--git-dir", gitdir, "show", f"{rev}:{p}"], check=True, capture_output=True).stdout
@@ -99,7 +105,7 @@ def extract(args):
             # tests), the root conftest, and the helper it imports.
             paths = ["conftest.py", "utils/fetch_hub_objects_for_ci.py", "utils/test_module", "tests/models/__init__.py"]
             paths += [f"tests/models/{m}" for m in TRANSFORMERS_MODELS]
-            top = subprocess.run(["git", "--git-dir", args.transformers_git, "ls-tree", "--name-only", rev, "tests/"], check=True, capture_output=True, text=True).stdout.split()
+            top = git_ls(args.transformers_git, rev, ["tests/"])
             paths += [p for p in top if p != "tests/models"]
             for rel, data in git_files(args.transformers_git, rev, paths).items():
                 put(f"transformers/{rel}", data, src)
@@ -118,7 +124,7 @@ def extract(args):
         commit = git_commit(args.diffusers_git, rev)
         src = {"from": args.diffusers_repo, "commit": commit}
         # Everything under tests/ but the other pipelines' folders.
-        top = subprocess.run(["git", "--git-dir", args.diffusers_git, "ls-tree", "--name-only", rev, "tests/", "tests/pipelines/"], check=True, capture_output=True, text=True).stdout.split()
+        top = git_ls(args.diffusers_git, rev, ["tests/", "tests/pipelines/"])
         paths = [p for p in top if p != "tests/pipelines" and (not p.startswith("tests/pipelines/") or p.endswith(".py"))]
         paths += ["tests/pipelines/ddpm", "tests/pipelines/ddim"]
         for rel, data in git_files(args.diffusers_git, rev, paths).items():
@@ -188,7 +194,7 @@ def run_file(base, suite, rel, device, timeout, logdir, select=None):
     cwd = base / suite
     log = logdir / f"{suite}-{rel.replace('/', '_')}-{device}.jsonl"
     log.unlink(missing_ok=True)
-    results, crashes = {}, []
+    results = {}
     t0 = time.monotonic()
     for attempt in range(500):
         skip = log.with_suffix(".skip")
@@ -216,11 +222,9 @@ def run_file(base, suite, rel, device, timeout, logdir, select=None):
         if started is not None and started["start"] not in results:
             hung = time.time() - started["t"] >= timeout - 1
             results[started["start"]] = {"nodeid": started["start"], "outcome": "hung" if hung else "crashed", "exc": "Timeout" if hung else f"interpreter ended ({p.returncode})", "msg": f"no outcome after {timeout} s" if hung else tail(p.stdout), "seconds": time.time() - started["t"]}
-            crashes.append(started["start"])
             continue  # resume after it
         if not finished_all and p.returncode not in (0, 1, 5):
             # Ended between tests, or at interpreter exit after the last one.
-            crashes.append(f"<exit {p.returncode}>")
             results[f"{rel}::<interpreter exit>"] = {"nodeid": f"{rel}::<interpreter exit>", "outcome": "crashed", "exc": f"interpreter ended ({p.returncode})", "msg": tail(p.stdout), "seconds": 0.0}
         if not results and p.returncode not in (0, 1, 5):
             raise SystemExit(f"{suite} {rel} on {device}: pytest ended with {p.returncode} before any test:\n{tail(p.stdout, 3000)}")
