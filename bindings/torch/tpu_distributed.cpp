@@ -1014,7 +1014,7 @@ class TpuBackend : public c10d::Backend {
       // order they were issued (the CPU plugin does), and a reader issued
       // first would wait for outputs whose inputs wait behind it (a
       // deadlock when the cut segment compiles in the background).
-      for (tpuc_buffer* v : job->values) check(tpuc_buffer_ensure(v));
+      for (tpuc_buffer* v : job->values) check(tpuc_value_ensure(v));
       for (size_t i = 0; i < outs.size(); i++) {
         const at::Tensor& t = outs[i];
         job->host_out.push_back(inplace || host_out_is_in

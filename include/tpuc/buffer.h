@@ -90,42 +90,31 @@ void tpuc_buffer_release(tpuc_buffer* buffer);
 /* Current reference count (for liveness decisions of the fused mode). */
 int tpuc_buffer_refs(const tpuc_buffer* buffer);
 
-/* ---- Lazy buffers (fused eager, shared/DESIGN.md "Deferred op graph") ----
- * A lazy buffer has a type but no value yet: a recorded segment (`owner`)
- * will compute it. Anything that needs the value (a read, an execution that
- * takes it) first asks the materializer to compute the owner's segment.
- * Metadata (dtype, dims) is known at once. */
-tpuc_status* tpuc_buffer_lazy(tpuc_client* client, int device,
-                              tpuc_dtype dtype, const int64_t* dims, int rank,
-                              void* owner, int64_t tag, tpuc_buffer** out);
-/* The segment that will compute the buffer (NULL once it has a value) and
- * the producer's tag in it. */
-void* tpuc_buffer_lazy_owner(const tpuc_buffer* buffer);
-int64_t tpuc_buffer_lazy_tag(const tpuc_buffer* buffer);
-void tpuc_buffer_set_lazy_tag(tpuc_buffer* buffer, int64_t tag);
-/* Hands a lazy buffer to another owner (the fused mode's background
- * thread, once its segment is submitted there), with a new tag. */
-void tpuc_buffer_set_lazy_owner(tpuc_buffer* buffer, void* owner,
-                                int64_t tag);
-/* References held by submitted, not yet retired fused-mode work. They are
- * part of tpuc_buffer_refs; liveness and donation decisions subtract them,
- * so those decisions do not depend on how far the background work got. */
-int tpuc_buffer_holds(const tpuc_buffer* buffer);
-void tpuc_buffer_add_holds(tpuc_buffer* buffer, int delta);
-/* Gives lazy `buffer` the value of `value` (same type; takes over value's
- * device memory and consumes the reference). */
-void tpuc_buffer_lazy_fill(tpuc_buffer* buffer, tpuc_buffer* value);
-/* Marks lazy `buffer` as failed: reads report `code` / `message`. */
-void tpuc_buffer_lazy_fail(tpuc_buffer* buffer, tpuc_code code,
-                           const char* message);
-/* How lazy buffers are computed: `fn(buffer, owner)` must leave `buffer`
- * filled or failed. Set once by the op layer. */
-typedef tpuc_status* (*tpuc_lazy_materializer)(tpuc_buffer* buffer,
-                                               void* owner);
-void tpuc_buffer_set_materializer(tpuc_lazy_materializer fn);
-/* Computes the value of a lazy buffer now (no-op for others); the error of
- * a failed computation otherwise. */
-tpuc_status* tpuc_buffer_ensure(tpuc_buffer* buffer);
+/* ---- Buffers valued later ----
+ * A promised buffer has a type but no value yet: whoever created it gives it
+ * one later (tpuc_buffer_fulfill) or reports why it has none
+ * (tpuc_buffer_break). Until then, reading it or executing with it fails
+ * with FAILED_PRECONDITION; after a break, with the given error. Which
+ * computation will supply the value is the business of the layer above
+ * (the runtime's lazy values, tpuc/lazy.h). */
+tpuc_status* tpuc_buffer_promise(tpuc_client* client, int device,
+                                 tpuc_dtype dtype, const int64_t* dims,
+                                 int rank, tpuc_buffer** out);
+/* Gives promised `buffer` the value of `value` (same type; takes over
+ * value's device memory and consumes the reference). */
+void tpuc_buffer_fulfill(tpuc_buffer* buffer, tpuc_buffer* value);
+/* Marks promised `buffer` as failed: its uses report `code` / `message`. */
+void tpuc_buffer_break(tpuc_buffer* buffer, tpuc_code code,
+                       const char* message);
+/* NULL when the buffer holds a value; else why it cannot be used yet (not
+ * fulfilled, broken, NULL). */
+tpuc_status* tpuc_buffer_check_value(const tpuc_buffer* buffer);
+
+/* Bytes every buffer carries for the layer above (zeroed at creation,
+ * freed with the buffer, never read here), so that layer can keep its own
+ * per-value state without a side table. */
+#define TPUC_BUFFER_EXT_BYTES 32
+void* tpuc_buffer_ext(tpuc_buffer* buffer);
 
 #ifdef __cplusplus
 }

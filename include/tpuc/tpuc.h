@@ -13,6 +13,7 @@
 #include "tpuc/graph.h"
 #include "tpuc/group.h"
 #include "tpuc/hlo.h"
+#include "tpuc/lazy.h"
 #include "tpuc/ops.h"
 #include "tpuc/plugin.h"
 #include "tpuc/status.h"

@@ -1306,6 +1306,7 @@ static tpuc_status* run_phase(tpuc_client* client, int device, int index,
            : tpuc_status_make(TPUC_INTERNAL, "program without text");
     if (st == NULL && !key.overflow) prog_set_exe(client, &key, fp, exe);
   }
+  if (st == NULL && !recorded) st = tpuc_values_ensure(r.in, r.nin);
   if (st == NULL && !recorded)
     st = tpuc_execute(exe, device, r.in, r.nin, NULL, outs, nexec);
   if (st == NULL && !recorded && mode == TPUC_EAGER_DEBUG) {
@@ -1483,6 +1484,7 @@ tpuc_status* tpuc_op_run(tpuc_client* client, int device, int index,
     if (st == NULL && (sizes[k].rank != 0 || sizes[k].dtype != TPUC_DTYPE_S64))
       st = tpuc_status_make(TPUC_INTERNAL, "%s: sizes must be rank-0 s64",
                             e->name);
+    if (st == NULL) st = tpuc_value_ensure(sizes[k].value);
     if (st == NULL) st = tpuc_buffer_to_host(sizes[k].value, &dyn[k], 8);
     tpuc_buffer_release(sizes[k].value);
   }

@@ -155,7 +155,7 @@ tpuc_status* tpuc_buffer_from_host(tpuc_client* client, int device,
 static tpuc_status* check_readable(tpuc_buffer* b, void* dst, size_t size) {
   if (b == NULL)
     return tpuc_status_make(TPUC_INVALID_ARGUMENT, "buffer is NULL");
-  TPUC_RETURN_IF_ERROR(tpuc_buffer_ensure(b));
+  TPUC_RETURN_IF_ERROR(tpuc_buffer_check_value(b));
   if (tpuc_buffer_is_deleted(b))
     return tpuc_status_make(TPUC_FAILED_PRECONDITION,
                             "buffer was donated to an execution and can no "
@@ -228,7 +228,7 @@ tpuc_status* tpuc_buffer_to_host(tpuc_buffer* b, void* dst, size_t size) {
 tpuc_status* tpuc_buffer_ready_event(tpuc_buffer* b, tpuc_event** out) {
   if (b == NULL || out == NULL)
     return tpuc_status_make(TPUC_INVALID_ARGUMENT, "buffer or out is NULL");
-  TPUC_RETURN_IF_ERROR(tpuc_buffer_ensure(b));
+  TPUC_RETURN_IF_ERROR(tpuc_buffer_check_value(b));
   const PJRT_Api* api = b->client->api;
   PJRT_Buffer_ReadyEvent_Args a = {0};
   a.struct_size = sizeof a;
@@ -256,7 +256,7 @@ int tpuc_buffer_device(const tpuc_buffer* b) { return b ? b->device : -1; }
 
 bool tpuc_buffer_is_deleted(const tpuc_buffer* b) {
   if (b == NULL) return true;
-  if (b->pjrt == NULL) return false; /* lazy or failed: never donated */
+  if (b->pjrt == NULL) return false; /* promised or broken: never donated */
   PJRT_Buffer_IsDeleted_Args a = {0};
   a.struct_size = sizeof a;
   a.buffer = b->pjrt;
@@ -283,17 +283,11 @@ int tpuc_buffer_refs(const tpuc_buffer* b) {
   return b ? atomic_load(&((tpuc_buffer*)b)->refs) : 0;
 }
 
-/* ------------------------------ lazy buffers ----------------------------- */
+/* ---------------------------- promised buffers ---------------------------- */
 
-static _Atomic(tpuc_lazy_materializer) g_materializer; /* NULL */
-
-void tpuc_buffer_set_materializer(tpuc_lazy_materializer fn) {
-  atomic_store(&g_materializer, fn);
-}
-
-tpuc_status* tpuc_buffer_lazy(tpuc_client* client, int device,
-                              tpuc_dtype dtype, const int64_t* dims, int rank,
-                              void* owner, int64_t tag, tpuc_buffer** out) {
+tpuc_status* tpuc_buffer_promise(tpuc_client* client, int device,
+                                 tpuc_dtype dtype, const int64_t* dims,
+                                 int rank, tpuc_buffer** out) {
   int64_t n = 0;
   TPUC_RETURN_IF_ERROR(
       check_new_buffer(client, device, dtype, dims, rank, out, &n));
@@ -306,67 +300,34 @@ tpuc_status* tpuc_buffer_lazy(tpuc_client* client, int device,
   b->dtype = dtype;
   b->rank = rank;
   if (rank > 0) memcpy(b->dims, dims, sizeof(int64_t) * (size_t)rank);
-  atomic_init(&b->lazy_owner, owner);
-  b->lazy_tag = tag;
   *out = b;
   return NULL;
 }
 
-void* tpuc_buffer_lazy_owner(const tpuc_buffer* b) {
-  return b ? atomic_load(&((tpuc_buffer*)b)->lazy_owner) : NULL;
-}
-int64_t tpuc_buffer_lazy_tag(const tpuc_buffer* b) { return b ? b->lazy_tag : -1; }
-void tpuc_buffer_set_lazy_tag(tpuc_buffer* b, int64_t tag) {
-  if (b) b->lazy_tag = tag;
-}
-
-void tpuc_buffer_set_lazy_owner(tpuc_buffer* b, void* owner, int64_t tag) {
-  if (b == NULL) return;
-  b->lazy_tag = tag; /* before the owner: a reader of the owner sees it */
-  atomic_store(&b->lazy_owner, owner);
-}
-
-int tpuc_buffer_holds(const tpuc_buffer* b) {
-  return b ? atomic_load(&((tpuc_buffer*)b)->holds) : 0;
-}
-
-void tpuc_buffer_add_holds(tpuc_buffer* b, int delta) {
-  if (b) atomic_fetch_add(&b->holds, delta);
-}
-
-void tpuc_buffer_lazy_fill(tpuc_buffer* b, tpuc_buffer* value) {
+void tpuc_buffer_fulfill(tpuc_buffer* b, tpuc_buffer* value) {
   b->pjrt = value->pjrt;
   value->pjrt = NULL;
   tpuc_buffer_release(value);
-  atomic_store(&b->lazy_owner, NULL);
 }
 
-void tpuc_buffer_lazy_fail(tpuc_buffer* b, tpuc_code code,
-                           const char* message) {
+void tpuc_buffer_break(tpuc_buffer* b, tpuc_code code, const char* message) {
   b->error_code = code;
   free(b->error_msg);
-  b->error_msg = strdup(message ? message : "the fused segment failed");
-  atomic_store(&b->lazy_owner, NULL);
+  b->error_msg = strdup(message ? message : "the buffer's producer failed");
 }
 
-tpuc_status* tpuc_buffer_ensure(tpuc_buffer* b) {
-  if (b == NULL) return NULL;
-  void* owner = atomic_load(&b->lazy_owner);
-  if (owner != NULL) {
-    tpuc_lazy_materializer fn = atomic_load(&g_materializer);
-    if (fn == NULL)
-      return tpuc_status_make(TPUC_INTERNAL, "lazy buffer without a "
-                              "materializer");
-    TPUC_RETURN_IF_ERROR(fn(b, owner));
-    if (atomic_load(&b->lazy_owner) != NULL)
-      return tpuc_status_make(TPUC_INTERNAL, "a lazy buffer was not computed");
-  }
-  if (b->pjrt == NULL)
+tpuc_status* tpuc_buffer_check_value(const tpuc_buffer* b) {
+  if (b == NULL) return tpuc_status_make(TPUC_INVALID_ARGUMENT, "buffer is NULL");
+  if (b->pjrt != NULL) return NULL;
+  if (b->error_msg != NULL)
     return tpuc_status_make(b->error_code ? b->error_code : TPUC_INTERNAL,
-                            "%s", b->error_msg ? b->error_msg
-                                               : "buffer has no value");
-  return NULL;
+                            "%s", b->error_msg);
+  return tpuc_status_make(TPUC_FAILED_PRECONDITION,
+                          "the buffer has no value yet (its producer has not "
+                          "run)");
 }
+
+void* tpuc_buffer_ext(tpuc_buffer* b) { return b ? b->ext : NULL; }
 
 /* ------------------- buffers filled later from the host ------------------ */
 
@@ -551,7 +512,7 @@ tpuc_status* tpuc_buffer_copy_to_device(tpuc_buffer* b, int device,
     return tpuc_status_make(TPUC_INVALID_ARGUMENT, "buffer or out is NULL");
   *out = NULL;
   TPUC_RETURN_IF_ERROR(tpuc_client_check_device(b->client, device));
-  TPUC_RETURN_IF_ERROR(tpuc_buffer_ensure(b));
+  TPUC_RETURN_IF_ERROR(tpuc_buffer_check_value(b));
   if (tpuc_buffer_is_deleted(b))
     return tpuc_status_make(TPUC_FAILED_PRECONDITION,
                             "the buffer was donated and can no longer be "

@@ -233,10 +233,10 @@ tpuc_status* tpuc_execute(tpuc_executable* e, int device,
                             "program %s is compiled for %zu replicas: run it "
                             "with tpuc_execute_replicated",
                             e->name, e->num_replicas);
-  for (size_t i = 0; i < num_args; i++)
-    TPUC_RETURN_IF_ERROR(tpuc_status_annotate(tpuc_buffer_ensure(args[i]),
-                                              "argument %zu", i));
   TPUC_RETURN_IF_ERROR(check_args(e, device, args, num_args, num_outputs));
+  for (size_t i = 0; i < num_args; i++)
+    TPUC_RETURN_IF_ERROR(tpuc_status_annotate(tpuc_buffer_check_value(args[i]),
+                                              "argument %zu", i));
   tpuc_client* c = e->client;
   const PJRT_Api* api = c->api;
 
@@ -315,15 +315,15 @@ tpuc_status* tpuc_execute_replicated(tpuc_executable* e,
                             e->name);
   if ((num_args > 0 && args == NULL) || (num_outputs > 0 && outputs == NULL))
     return tpuc_status_make(TPUC_INVALID_ARGUMENT, "args or outputs is NULL");
-  for (size_t i = 0; i < n * num_args; i++)
-    TPUC_RETURN_IF_ERROR(tpuc_status_annotate(
-        tpuc_buffer_ensure(args[i]), "replica %zu, argument %zu",
-        i / (num_args ? num_args : 1), i % (num_args ? num_args : 1)));
   for (size_t r = 0; r < n; r++)
     TPUC_RETURN_IF_ERROR(tpuc_status_annotate(
         check_args(e, e->replica_devices[r], args + r * num_args, num_args,
                    num_outputs),
         "replica %zu", r));
+  for (size_t i = 0; i < n * num_args; i++)
+    TPUC_RETURN_IF_ERROR(tpuc_status_annotate(
+        tpuc_buffer_check_value(args[i]), "replica %zu, argument %zu",
+        i / (num_args ? num_args : 1), i % (num_args ? num_args : 1)));
   tpuc_client* c = e->client;
   const PJRT_Api* api = c->api;
   PJRT_Buffer** in = malloc(sizeof *in * (n * num_args + 1));

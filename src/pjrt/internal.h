@@ -62,16 +62,12 @@ struct tpuc_client {
 struct tpuc_buffer {
   atomic_int refs;
   tpuc_client* client;
-  /* NULL while the buffer is lazy (its value not computed yet) and after a
-   * lazy computation failed (error_msg then says why). */
+  /* NULL while a promised buffer has no value yet, and after its promise
+   * was broken (error_msg then says why). */
   PJRT_Buffer* pjrt;
-  /* Lazy buffers (fused eager): the recorded segment that will compute the
-   * value, and the producer's position in it; NULL once computed. */
-  void* _Atomic lazy_owner;
-  int64_t lazy_tag;
-  atomic_int holds; /* see tpuc_buffer_holds */
   tpuc_code error_code;
   char* error_msg;
+  _Alignas(16) unsigned char ext[TPUC_BUFFER_EXT_BYTES];
   tpuc_dtype dtype;
   int rank;
   int device;

@@ -227,7 +227,6 @@ static size_t g_nevents; /* total ever logged */
 static void slock(void) { pthread_mutex_lock(&g_smu); }
 static void sunlock(void) { pthread_mutex_unlock(&g_smu); }
 
-static tpuc_status* materialize(tpuc_buffer* b, void* owner);
 static void jobs_atfork_prepare(void);
 static void jobs_atfork_parent(void);
 static void jobs_atfork_child(void);
@@ -238,7 +237,6 @@ static void init_once(void) {
   pthread_mutexattr_settype(&a, PTHREAD_MUTEX_RECURSIVE);
   pthread_mutex_init(&g_mu, &a);
   pthread_mutexattr_destroy(&a);
-  tpuc_buffer_set_materializer(materialize);
   pthread_atfork(jobs_atfork_prepare, jobs_atfork_parent, jobs_atfork_child);
 }
 
@@ -302,7 +300,7 @@ static void node_clear(fz_node* nd) {
 static tpuc_fingerprint node_fp(tpuc_fingerprint fp, const fz_node* nd) {
   fp = tpuc_fingerprint_bytes(fp, &nd->prog->fp, sizeof nd->prog->fp);
   for (uint32_t i = 0; i < nd->nin; i++) {
-    int64_t w = nd->internal[i] ? tpuc_buffer_lazy_tag(nd->in[i]) : -1;
+    int64_t w = nd->internal[i] ? tpuc_lazy_tag(nd->in[i]) : -1;
     fp = tpuc_fingerprint_bytes(fp, &w, sizeof w);
   }
   return fp;
@@ -468,7 +466,7 @@ static tpuc_status* compose(const fz_seg* s, size_t n, const bool* live,
         ext++;
         continue;
       }
-      int64_t tag = tpuc_buffer_lazy_tag(nd->in[a]);
+      int64_t tag = tpuc_lazy_tag(nd->in[a]);
       size_t src = (size_t)(tag / FZ_TAG), k = (size_t)(tag % FZ_TAG);
       if (s->nodes[src].nout == 1)
         hlo_sb_printf(&b, "%%n%zu", src);
@@ -668,11 +666,11 @@ static void jobs_wait_all(void) {
 
 static void job_free(fz_job* j) {
   for (size_t i = 0; i < j->nargs; i++) {
-    tpuc_buffer_add_holds(j->args[i], -1);
+    tpuc_lazy_add_holds(j->args[i], -1);
     tpuc_buffer_release(j->args[i]);
   }
   for (size_t i = 0; i < j->nout; i++) {
-    tpuc_buffer_add_holds(j->outs[i], -1);
+    tpuc_lazy_add_holds(j->outs[i], -1);
     tpuc_buffer_release(j->outs[i]);
   }
   if (j->exe != NULL) tpuc_executable_release(j->exe);
@@ -750,17 +748,18 @@ static void job_run(fz_job* j) {
   tpuc_buffer** real = calloc(j->nout ? j->nout : 1, sizeof *real);
   if (st == NULL && real == NULL)
     st = tpuc_status_make(TPUC_RESOURCE_EXHAUSTED, "out of host memory");
+  if (st == NULL) st = tpuc_values_ensure(j->args, j->nargs);
   if (st == NULL)
     st = tpuc_execute(j->exe, j->device, j->args, j->nargs, j->donate, real,
                       j->nout);
   if (st == NULL) {
-    for (size_t i = 0; i < j->nout; i++) tpuc_buffer_lazy_fill(j->outs[i], real[i]);
+    for (size_t i = 0; i < j->nout; i++) tpuc_lazy_fill(j->outs[i], real[i]);
     account_run(j->nops, j->nout, j->donate, j->nargs);
   } else {
     st = tpuc_status_annotate(st, "fused segment of %zu ops from %s", j->nops,
                               ev->first_op);
     for (size_t i = 0; i < j->nout; i++)
-      tpuc_buffer_lazy_fail(j->outs[i], tpuc_status_code(st),
+      tpuc_lazy_fail(j->outs[i], tpuc_status_code(st),
                             tpuc_status_message(st));
     keep_error(st);
   }
@@ -839,8 +838,8 @@ static void jobs_atfork_child(void) {
 static void fail_outputs(fz_seg* s, size_t n, const tpuc_status* st) {
   for (size_t i = 0; i < n; i++)
     for (uint32_t k = 0; k < s->nodes[i].nout; k++)
-      if (tpuc_buffer_lazy_owner(s->nodes[i].out[k]) == s)
-        tpuc_buffer_lazy_fail(s->nodes[i].out[k], tpuc_status_code(st),
+      if (tpuc_lazy_owner(s->nodes[i].out[k]) == s)
+        tpuc_lazy_fail(s->nodes[i].out[k], tpuc_status_code(st),
                               tpuc_status_message(st));
 }
 
@@ -860,9 +859,9 @@ static bool same_type(const tpuc_buffer* a, const tpuc_buffer* b) {
  * nothing but the segment holds it (its storage already has its new
  * value), and no other segment's run will read it. */
 static bool donatable(tpuc_buffer* b) {
-  void* owner = tpuc_buffer_lazy_owner(b);
+  void* owner = tpuc_lazy_owner(b);
   return (owner == NULL || owner == &g_job_owner) &&
-         tpuc_buffer_refs(b) - tpuc_buffer_holds(b) == 1;
+         tpuc_buffer_refs(b) - tpuc_lazy_holds(b) == 1;
 }
 
 /* Chooses alias[j] (a live result's index, or -1) and donate[j] for the
@@ -894,7 +893,7 @@ static void pair_donations(const fz_seg* s, size_t n, const bool* live,
     for (uint32_t a = 0; a < nd->nin; a++) {
       if (nd->internal[a]) {
         if (a == 0) {
-          int64_t tag = tpuc_buffer_lazy_tag(nd->in[0]);
+          int64_t tag = tpuc_lazy_tag(nd->in[0]);
           size_t src = (size_t)(tag / FZ_TAG);
           if (src < i && tag % FZ_TAG == 0) origin[i] = origin[src];
         }
@@ -953,7 +952,7 @@ static tpuc_status* run_prefix(fz_seg* s, size_t n, tpuc_fused_reason why) {
     fz_node* nd = &s->nodes[i];
     for (uint32_t a = 0; a < nd->nin; a++) {
       if (!nd->internal[a]) continue;
-      int64_t tag = tpuc_buffer_lazy_tag(nd->in[a]);
+      int64_t tag = tpuc_lazy_tag(nd->in[a]);
       size_t src = (size_t)(tag / FZ_TAG);
       if (src >= n) continue;
       nd->internal[a] = false;
@@ -1026,7 +1025,7 @@ static tpuc_status* run_prefix(fz_seg* s, size_t n, tpuc_fused_reason why) {
      * there (jobs run in order). */
     bool pending_in = false;
     for (size_t j = 0; j < next; j++)
-      pending_in |= tpuc_buffer_lazy_owner(args[j]) == &g_job_owner;
+      pending_in |= tpuc_lazy_owner(args[j]) == &g_job_owner;
     bool background = !any_check && background_enabled() &&
                       (why == TPUC_FUSED_REPEAT || why == TPUC_FUSED_LIMIT ||
                        why == TPUC_FUSED_COLLECTIVE) &&
@@ -1041,8 +1040,8 @@ static tpuc_status* run_prefix(fz_seg* s, size_t n, tpuc_fused_reason why) {
     /* Inputs another device's segment computes are run first: the
      * background thread never runs recorded segments. */
     for (size_t j = 0; background && st == NULL && j < next; j++) {
-      void* o = tpuc_buffer_lazy_owner(args[j]);
-      if (o != NULL && o != &g_job_owner) st = tpuc_buffer_ensure(args[j]);
+      void* o = tpuc_lazy_owner(args[j]);
+      if (o != NULL && o != &g_job_owner) st = tpuc_value_ensure(args[j]);
     }
     fz_job* job = NULL;
     if (background && st == NULL) {
@@ -1080,7 +1079,7 @@ static tpuc_status* run_prefix(fz_seg* s, size_t n, tpuc_fused_reason why) {
         job->args[j] = args[j];
         job->donate[j] = donate[j];
         tpuc_buffer_retain(args[j]);
-        tpuc_buffer_add_holds(args[j], 1);
+        tpuc_lazy_add_holds(args[j], 1);
       }
       size_t r = 0;
       for (size_t i = 0; i < n; i++)
@@ -1088,8 +1087,8 @@ static tpuc_status* run_prefix(fz_seg* s, size_t n, tpuc_fused_reason why) {
           if (!live[i * FZ_MAX_OUT + k]) continue;
           tpuc_buffer* o = s->nodes[i].out[k];
           tpuc_buffer_retain(o);
-          tpuc_buffer_add_holds(o, 1);
-          tpuc_buffer_set_lazy_owner(o, &g_job_owner, (int64_t)job->seq);
+          tpuc_lazy_add_holds(o, 1);
+          tpuc_lazy_set_owner(o, &g_job_owner, (int64_t)job->seq);
           job->outs[r++] = o;
         }
       slock();
@@ -1113,8 +1112,9 @@ static tpuc_status* run_prefix(fz_seg* s, size_t n, tpuc_fused_reason why) {
        * first (PJRT orders a donation after the reads already enqueued). */
       bool gives_held = false;
       for (size_t j = 0; j < next; j++)
-        gives_held |= donate[j] && tpuc_buffer_holds(args[j]) > 0;
+        gives_held |= donate[j] && tpuc_lazy_holds(args[j]) > 0;
       if (gives_held) jobs_wait_all();
+      if (st == NULL) st = tpuc_values_ensure(args, next);
       if (st == NULL)
         st = tpuc_execute(exe, s->device, args, next, donate, outs, nlive);
       if (st != NULL)
@@ -1126,7 +1126,7 @@ static tpuc_status* run_prefix(fz_seg* s, size_t n, tpuc_fused_reason why) {
         for (size_t i = 0; i < n; i++)
           for (uint32_t k = 0; k < s->nodes[i].nout; k++)
             if (live[i * FZ_MAX_OUT + k])
-              tpuc_buffer_lazy_fill(s->nodes[i].out[k], outs[r++]);
+              tpuc_lazy_fill(s->nodes[i].out[k], outs[r++]);
         /* Argument checks of the segment's ops, in op order. */
         for (size_t i = 0; any_check && st == NULL && i < n; i++) {
           fz_node* nd = &s->nodes[i];
@@ -1157,7 +1157,7 @@ static tpuc_status* run_prefix(fz_seg* s, size_t n, tpuc_fused_reason why) {
   s->fp = (tpuc_fingerprint){0, 0};
   for (size_t i = 0; i < s->n; i++) {
     for (uint32_t k = 0; k < s->nodes[i].nout; k++)
-      tpuc_buffer_set_lazy_tag(s->nodes[i].out[k],
+      tpuc_lazy_set_tag(s->nodes[i].out[k],
                                (int64_t)(i * FZ_TAG + k));
     s->fp = node_fp(s->fp, &s->nodes[i]);
   }
@@ -1166,25 +1166,25 @@ static tpuc_status* run_prefix(fz_seg* s, size_t n, tpuc_fused_reason why) {
   return st;
 }
 
-static tpuc_status* materialize(tpuc_buffer* b, void* owner) {
+tpuc_status* fz_materialize(tpuc_buffer* b, void* owner) {
   /* A job's result: wait for the job (without g_mu, so the background
    * thread itself can ask for results of earlier jobs). */
   if (owner != &g_job_owner) {
     lock();
     tpuc_status* st = NULL;
-    void* o = tpuc_buffer_lazy_owner(b);
+    void* o = tpuc_lazy_owner(b);
     if (o != NULL && o != &g_job_owner) {
       fz_seg* s = o;
       /* Everything up to the producer runs; later nodes stay recorded. */
-      size_t upto = (size_t)(tpuc_buffer_lazy_tag(b) / FZ_TAG) + 1;
+      size_t upto = (size_t)(tpuc_lazy_tag(b) / FZ_TAG) + 1;
       if (upto > s->n) upto = s->n;
       st = run_prefix(s, upto, TPUC_FUSED_VALUE);
     }
     unlock();
     if (st != NULL) return st;
   }
-  if (tpuc_buffer_lazy_owner(b) == &g_job_owner)
-    jobs_wait((uint64_t)tpuc_buffer_lazy_tag(b));
+  if (tpuc_lazy_owner(b) == &g_job_owner)
+    jobs_wait((uint64_t)tpuc_lazy_tag(b));
   return NULL;
 }
 
@@ -1300,8 +1300,8 @@ tpuc_status* fz_record(tpuc_client* client, int device, fz_text* prog,
   /* A value whose computation failed fails this op now, instead of the
    * whole segment it would join. */
   for (size_t a = 0; a < nin; a++) {
-    if (tpuc_buffer_lazy_owner(in[a]) != NULL) continue;
-    tpuc_status* bad = tpuc_buffer_ensure(in[a]);
+    if (tpuc_lazy_owner(in[a]) != NULL) continue;
+    tpuc_status* bad = tpuc_value_ensure(in[a]);
     if (bad != NULL) {
       unlock();
       return bad;
@@ -1322,7 +1322,7 @@ tpuc_status* fz_record(tpuc_client* client, int device, fz_text* prog,
   memset(nd, 0, sizeof *nd);
   tpuc_status* st = NULL;
   for (size_t k = 0; st == NULL && k < nout; k++) {
-    st = tpuc_buffer_lazy(client, device, out_types[k].dtype, out_types[k].dims,
+    st = tpuc_lazy_create(client, device, out_types[k].dtype, out_types[k].dims,
                           out_types[k].rank, s, (int64_t)(idx * FZ_TAG + k),
                           &nd->out[k]);
     if (st == NULL) nd->nout++;
@@ -1335,9 +1335,9 @@ tpuc_status* fz_record(tpuc_client* client, int device, fz_text* prog,
   for (size_t a = 0; a < nin; a++) {
     nd->in[a] = in[a];
     tpuc_buffer_retain(in[a]);
-    nd->internal[a] = tpuc_buffer_lazy_owner(in[a]) == s;
+    nd->internal[a] = tpuc_lazy_owner(in[a]) == s;
     if (nd->internal[a]) {
-      int64_t tag = tpuc_buffer_lazy_tag(in[a]);
+      int64_t tag = tpuc_lazy_tag(in[a]);
       s->nodes[tag / FZ_TAG].uses[tag % FZ_TAG]++;
     }
   }
@@ -1540,8 +1540,8 @@ tpuc_status* fz_capture_finish(tpuc_client* client, int device,
     snprintf(s->broke, sizeof s->broke, "the graph raised an error");
   }
   for (size_t w = 0; !s->broken && w < nwanted; w++) {
-    if (tpuc_buffer_lazy_owner(wanted[w]) != s) continue;
-    int64_t tag = tpuc_buffer_lazy_tag(wanted[w]);
+    if (tpuc_lazy_owner(wanted[w]) != s) continue;
+    int64_t tag = tpuc_lazy_tag(wanted[w]);
     live[(size_t)(tag / FZ_TAG) * FZ_MAX_OUT + (size_t)(tag % FZ_TAG)] = true;
   }
   /* A result something outside the graph still holds (neither an output
@@ -1630,8 +1630,8 @@ tpuc_status* fz_capture_finish(tpuc_client* client, int device,
   out->nres = nres;
   for (size_t w = 0; st == NULL && w < nwanted; w++) {
     out->wanted_res[w] = -1;
-    if (tpuc_buffer_lazy_owner(wanted[w]) != s) continue;
-    int64_t tag = tpuc_buffer_lazy_tag(wanted[w]);
+    if (tpuc_lazy_owner(wanted[w]) != s) continue;
+    int64_t tag = tpuc_lazy_tag(wanted[w]);
     out->wanted_res[w] =
         (long)res_of[(size_t)(tag / FZ_TAG) * FZ_MAX_OUT + (size_t)(tag % FZ_TAG)];
   }
@@ -1673,6 +1673,7 @@ tpuc_status* fz_capture_finish(tpuc_client* client, int device,
     if (st != NULL && getenv("TPUC_FUSED_DUMP") != NULL)
       fprintf(stderr, "%.*s\n", (int)out->len, out->text);
   }
+  if (st == NULL) st = tpuc_values_ensure(out->params, out->nparams);
   if (st == NULL)
     st = tpuc_execute(out->exe, device, out->params, out->nparams, NULL, outs,
                       out->nres);
@@ -1685,7 +1686,7 @@ tpuc_status* fz_capture_finish(tpuc_client* client, int device,
     for (size_t i = 0; i < n; i++)
       for (uint32_t k = 0; k < s->nodes[i].nout; k++)
         if (live[i * FZ_MAX_OUT + k])
-          tpuc_buffer_lazy_fill(s->nodes[i].out[k], outs[r++]);
+          tpuc_lazy_fill(s->nodes[i].out[k], outs[r++]);
     if (out->check_any >= 0) tpuc_buffer_release(outs[out->check_any]);
     /* Dead results: nothing reads them (checked above). */
     tpuc_status* dead = tpuc_status_make(TPUC_INTERNAL, "not computed");

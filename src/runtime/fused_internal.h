@@ -20,6 +20,11 @@
 
 /* ---- fused eager (fused.c) ---- */
 
+/* Computes lazy `buffer`, whose owner was `owner` when asked (a segment:
+ * runs it up to the producer; the background thread's token: waits for
+ * that job). Called by tpuc_value_ensure (lazy.c). */
+tpuc_status* fz_materialize(tpuc_buffer* buffer, void* owner);
+
 /* A per-call program's text, shared by the program table and recorded
  * nodes (reference counted). fz_text_make takes over `text`. */
 typedef struct fz_text fz_text;

@@ -734,8 +734,8 @@ tpuc_status* tpuc_graph_replay(tpuc_graph* g, const tpuc_view* in, size_t nin,
   size_t ndonated = 0;
   for (size_t c = 0; st == NULL && c < g->ncand; c++) {
     tpuc_buffer* b = args[g->cand[c].param];
-    mask[c] = tpuc_buffer_refs(b) - tpuc_buffer_holds(b) == 2 &&
-              tpuc_buffer_lazy_owner(b) == NULL;
+    mask[c] = tpuc_buffer_refs(b) - tpuc_lazy_holds(b) == 2 &&
+              tpuc_lazy_owner(b) == NULL;
     donate[g->cand[c].param] = mask[c];
     ndonated += mask[c];
   }
@@ -743,6 +743,7 @@ tpuc_status* tpuc_graph_replay(tpuc_graph* g, const tpuc_view* in, size_t nin,
   if (st == NULL) st = variant(g, mask, &exe);
   bool timing = atomic_load(&g_timing);
   double t0 = timing ? tpuc_now_seconds() : 0;
+  if (st == NULL) st = tpuc_values_ensure(args, g->nparams);
   if (st == NULL)
     st = tpuc_execute(exe, g->device, args, g->nparams, donate, outs, g->nres);
   if (exe != NULL) tpuc_executable_release(exe);

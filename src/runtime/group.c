@@ -12,6 +12,7 @@
 
 #include "common/fingerprint.h"
 #include "tpuc/executable.h"
+#include "tpuc/lazy.h"
 
 #define GRP_WHAT 96
 
@@ -237,6 +238,7 @@ static void run_call(grp_shared* s, const char* text, size_t len) {
     tpuc_executable* exe = NULL;
     if (s->size == 1) o.replica_devices = NULL;
     st = tpuc_compile(s->client, text, len, &o, &exe, NULL);
+    if (st == NULL) st = tpuc_values_ensure(s->args, (size_t)s->size);
     if (st == NULL && s->size == 1)
       st = tpuc_execute(exe, s->devices[0], s->args, 1, NULL, s->outs, 1);
     else if (st == NULL)
@@ -391,7 +393,8 @@ tpuc_status* tpuc_group_recv(tpuc_group* g, int src, int64_t tag,
     *out = m->value;
     m->value = NULL;
   } else {
-    st = tpuc_buffer_copy_to_device(m->value, device, out);
+    st = tpuc_value_ensure(m->value);
+    if (st == NULL) st = tpuc_buffer_copy_to_device(m->value, device, out);
   }
   tpuc_buffer_release(m->value);
   free(m);

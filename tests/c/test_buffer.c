@@ -179,9 +179,48 @@ static void test_large_transfer(void) {
   TPUC_CHECK(same);
 }
 
+/* A promised buffer: unusable until fulfilled (or with its error once
+ * broken); its extension bytes start zeroed and are left alone. */
+static void test_promised_buffer(void) {
+  tpuc_client* c = tpuc_test_client();
+  int64_t dims[1] = {4};
+  float v[4] = {1, 2, 3, 4}, r[4] = {0};
+  tpuc_buffer* p = NULL;
+  TPUC_CHECK_OK(tpuc_buffer_promise(c, 0, TPUC_DTYPE_F32, dims, 1, &p));
+  unsigned char* ext = tpuc_buffer_ext(p);
+  for (int i = 0; i < TPUC_BUFFER_EXT_BYTES; i++) TPUC_CHECK(ext[i] == 0);
+  memset(ext, 0xAB, TPUC_BUFFER_EXT_BYTES);
+  TPUC_CHECK(tpuc_buffer_byte_size(p) == sizeof v);
+  TPUC_CHECK(!tpuc_buffer_is_deleted(p));
+  TPUC_CHECK_ERROR(tpuc_buffer_to_host(p, r, sizeof r),
+                   TPUC_FAILED_PRECONDITION, "no value yet");
+  tpuc_event* ev = NULL;
+  TPUC_CHECK_ERROR(tpuc_buffer_ready_event(p, &ev), TPUC_FAILED_PRECONDITION,
+                   "no value yet");
+  tpuc_buffer* val = tpuc_test_buffer(TPUC_DTYPE_F32, dims, 1, v);
+  TPUC_CHECK(val != NULL);
+  tpuc_buffer_fulfill(p, val); /* consumes val */
+  TPUC_CHECK_OK(tpuc_buffer_check_value(p));
+  TPUC_CHECK_OK(tpuc_buffer_to_host(p, r, sizeof r));
+  TPUC_CHECK(memcmp(r, v, sizeof v) == 0);
+  TPUC_CHECK(((unsigned char*)tpuc_buffer_ext(p))[7] == 0xAB);
+  tpuc_buffer_release(p);
+
+  TPUC_CHECK_OK(tpuc_buffer_promise(c, 0, TPUC_DTYPE_F32, dims, 1, &p));
+  tpuc_buffer_break(p, TPUC_ABORTED, "the producer gave up");
+  TPUC_CHECK_ERROR(tpuc_buffer_to_host(p, r, sizeof r), TPUC_ABORTED,
+                   "the producer gave up");
+  tpuc_buffer_release(p);
+  TPUC_CHECK_ERROR(tpuc_buffer_promise(c, 0, TPUC_DTYPE_F32, dims, -1, &p),
+                   TPUC_INVALID_ARGUMENT, "rank");
+  TPUC_CHECK_ERROR(tpuc_buffer_check_value(NULL), TPUC_INVALID_ARGUMENT,
+                   "NULL");
+}
+
 TPUC_TEST_MAIN(TPUC_TEST(test_roundtrip_every_dtype),
                TPUC_TEST(test_byte_strides_transposed),
                TPUC_TEST(test_scalar_and_empty),
                TPUC_TEST(test_async_read_and_events),
                TPUC_TEST(test_event_callback), TPUC_TEST(test_bad_arguments),
-               TPUC_TEST(test_large_transfer))
+               TPUC_TEST(test_large_transfer),
+               TPUC_TEST(test_promised_buffer))

@@ -76,7 +76,7 @@ static void test_add_views_broadcast_alpha(void) {
   TPUC_CHECK(n == 1 && r[0].dtype == TPUC_DTYPE_F32 && r[0].rank == 2);
   TPUC_CHECK(r[0].sizes[0] == 2 && r[0].sizes[1] == 3);
   float out[6];
-  TPUC_CHECK_OK(tpuc_buffer_to_host(r[0].value, out, sizeof out));
+  TPUC_CHECK_OK(tpuc_value_to_host(r[0].value, out, sizeof out));
   tpuc_buffer_release(r[0].value);
   /* transpose of [[0,1],[2,3],[4,5]] is [[0,2,4],[1,3,5]] */
   const float want[6] = {20, 42, 64, 21, 43, 65};
@@ -104,7 +104,7 @@ static void test_int_true_division_and_compare(void) {
                             r, 1, &n));
   TPUC_CHECK(r[0].dtype == TPUC_DTYPE_F32);
   float f[4];
-  TPUC_CHECK_OK(tpuc_buffer_to_host(r[0].value, f, sizeof f));
+  TPUC_CHECK_OK(tpuc_value_to_host(r[0].value, f, sizeof f));
   tpuc_buffer_release(r[0].value);
   TPUC_CHECK(f[0] == 0.5f && f[3] == 2.0f);
   TPUC_CHECK_OK(tpuc_op_run(tpuc_test_client(), 0,
@@ -112,7 +112,7 @@ static void test_int_true_division_and_compare(void) {
                             1, &n));
   TPUC_CHECK(r[0].dtype == TPUC_DTYPE_PRED);
   unsigned char b[4];
-  TPUC_CHECK_OK(tpuc_buffer_to_host(r[0].value, b, sizeof b));
+  TPUC_CHECK_OK(tpuc_value_to_host(r[0].value, b, sizeof b));
   tpuc_buffer_release(r[0].value);
   TPUC_CHECK(b[0] == 0 && b[1] == 0 && b[2] == 1 && b[3] == 1);
   tpuc_storage_release(s);
@@ -240,7 +240,7 @@ static void test_two_phase_nonzero(void) {
   TPUC_CHECK(n == 1 && r[0].dtype == TPUC_DTYPE_S64 && r[0].rank == 2);
   TPUC_CHECK(r[0].sizes[0] == 3 && r[0].sizes[1] == 2);
   int64_t got[6];
-  TPUC_CHECK_OK(tpuc_buffer_to_host(r[0].value, got, sizeof got));
+  TPUC_CHECK_OK(tpuc_value_to_host(r[0].value, got, sizeof got));
   tpuc_buffer_release(r[0].value);
   const int64_t want[6] = {0, 1, 1, 0, 1, 1};
   TPUC_CHECK(memcmp(got, want, sizeof want) == 0);
@@ -267,7 +267,7 @@ static void test_random_ops_follow_the_state(void) {
     tpuc_op_result r[1];
     size_t n = 0;
     TPUC_CHECK_OK(tpuc_op_run(tpuc_test_client(), 0, idx, &a, 1, &o, r, 1, &n));
-    TPUC_CHECK_OK(tpuc_buffer_to_host(r[0].value, outs[k], 64 * 4));
+    TPUC_CHECK_OK(tpuc_value_to_host(r[0].value, outs[k], 64 * 4));
     tpuc_buffer_release(r[0].value);
   }
   TPUC_CHECK(memcmp(first, again, sizeof first) == 0);
