@@ -74,6 +74,13 @@ def _load():
     from . import distributed as _distributed
 
     _distributed.register()
+    # accelerate and transformers learn of tpu as their modules load.
+    import os
+
+    if os.environ.get("TPUC_INTEGRATIONS", "1") != "0":
+        from . import integrations as _integrations
+
+        _integrations.install()
 
 
 def _autoload():

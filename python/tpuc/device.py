@@ -2,6 +2,7 @@
 probe, over the tpuc runtime."""
 
 import contextlib
+import os
 import types
 
 import torch
@@ -119,9 +120,13 @@ def get_device_properties(device=None):
         pjrt_api=plat["pjrt_api"],
         xla_version=plat["xla_version"],
         stablehlo=plat["stablehlo"],
-        total_memory=info["memory_limit"],
+        total_memory=_or_unknown(_memory_limit(idx, info)),
     )
     return props
+
+
+def _or_unknown(n):
+    return -1 if n is None else n
 
 
 def is_bf16_supported(including_emulation=True):
@@ -165,15 +170,60 @@ def empty_cache():
     """tpuc holds no cached blocks: storages free their buffers at once."""
 
 
-def mem_get_info(device=None):
-    """(free, total) bytes where the plugin reports a limit."""
-    _lazy_init()
-    info = _C().device_info(_index(device))
+_SIZE_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+               "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+
+
+def _parse_size(text, name):
+    import re
+
+    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([a-zA-Z]*)\s*", text)
+    unit = m and m.group(2).lower()
+    if not m or unit not in _SIZE_UNITS:
+        raise ValueError(f"{name}={text!r}: expected a byte count such as 17179869184, 16GB or 16GiB")
+    return int(float(m.group(1)) * _SIZE_UNITS[unit])
+
+
+def _host_memory_total():
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def _memory_limit(idx, info):
+    """A device's memory in bytes: the plugin's figure, else
+    TPUC_MEMORY_LIMIT, else (CPU plugin, whose devices use host memory) the
+    host's memory shared among its devices; None when nothing says."""
     total = info["memory_limit"]
-    if total is None or total < 0:
-        raise RuntimeError("the PJRT plugin reports no memory limit for this device")
+    if total is not None and total >= 0:
+        return total
+    env = os.environ.get("TPUC_MEMORY_LIMIT")
+    if env:
+        return _parse_size(env, "TPUC_MEMORY_LIMIT")
+    if _C().plugin_info()["platform"] == "cpu":
+        host = _host_memory_total()
+        if host:
+            return host // max(device_count(), 1)
+    return None
+
+
+def mem_get_info(device=None):
+    """(free, total) bytes: the plugin's statistics; where it has none,
+    ``TPUC_MEMORY_LIMIT`` (or, on the CPU plugin, the host's memory shared
+    among its devices) less what this process's tensors hold."""
+    _lazy_init()
+    idx = _index(device)
+    info = _C().device_info(idx)
+    total = _memory_limit(idx, info)
+    if total is None:
+        raise RuntimeError(
+            "the PJRT plugin reports no memory limit for this device; set "
+            "TPUC_MEMORY_LIMIT (bytes, or e.g. 16GiB) to give it one")
     used = info["memory_in_use"]
-    return (total - max(used, 0), total)
+    if used is None or used < 0:
+        used = memory_reserved(idx)
+    return (max(total - used, 0), total)
 
 
 # ------------------------------ RNG --------------------------------------

@@ -8,13 +8,11 @@ import json
 import sys
 
 import torch
+import transformers
+from torch.utils.data import Dataset
 
-import tpuc.integrations
-
-tpuc.integrations.accelerate()
-
-import transformers  # noqa: E402
-from torch.utils.data import Dataset  # noqa: E402
+# No tpuc call and no environment variable: importing torch loads tpuc,
+# which teaches accelerate and transformers about the tpu device.
 
 
 class Tokens(Dataset):
