@@ -107,9 +107,11 @@ if [[ "$want" != "$have" ]]; then
   "$VENV/bin/python" -m pip install -q --no-cache-dir --no-deps \
     -r requirements.txt
   # The tpuc package itself, editable: its torch.backends entry point makes
-  # `import torch` load the tpu device; the binding is built into python/tpuc.
+  # `import torch` load the tpu device. The binding is built below, into
+  # python/tpuc, so the editable install builds nothing (TPUC_TORCH=OFF).
   log "installing the tpuc package (editable) into .venv"
-  "$VENV/bin/python" -m pip install -q --no-deps --no-build-isolation -e .
+  "$VENV/bin/python" -m pip install -q --no-deps --no-build-isolation \
+    -Ccmake.define.TPUC_TORCH=OFF -e .
   printf '%s\n' "$want" >"$stamp"
 fi
 
