@@ -20,9 +20,9 @@ extern "C" {
 
 /* A new lazy value that `owner` (a recorded segment) will compute; `tag` is
  * the producer's position in it. */
-tpuc_status* tpuc_lazy_create(tpuc_client* client, int device,
-                              tpuc_dtype dtype, const int64_t* dims, int rank,
-                              void* owner, int64_t tag, tpuc_buffer** out);
+tpuc_status* tpuc_lazy_create(tpuc_client* client, int device, tpuc_dtype dtype,
+                              const int64_t* dims, int rank, void* owner,
+                              int64_t tag, tpuc_buffer** out);
 /* The segment that will compute the value (NULL once it has one, and for
  * any buffer that was never lazy) and the producer's tag in it. */
 void* tpuc_lazy_owner(const tpuc_buffer* buffer);

@@ -317,11 +317,12 @@ void tpuc_buffer_break(tpuc_buffer* b, tpuc_code code, const char* message) {
 }
 
 tpuc_status* tpuc_buffer_check_value(const tpuc_buffer* b) {
-  if (b == NULL) return tpuc_status_make(TPUC_INVALID_ARGUMENT, "buffer is NULL");
+  if (b == NULL)
+    return tpuc_status_make(TPUC_INVALID_ARGUMENT, "buffer is NULL");
   if (b->pjrt != NULL) return NULL;
   if (b->error_msg != NULL)
-    return tpuc_status_make(b->error_code ? b->error_code : TPUC_INTERNAL,
-                            "%s", b->error_msg);
+    return tpuc_status_make(b->error_code ? b->error_code : TPUC_INTERNAL, "%s",
+                            b->error_msg);
   return tpuc_status_make(TPUC_FAILED_PRECONDITION,
                           "the buffer has no value yet (its producer has not "
                           "run)");

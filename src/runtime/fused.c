@@ -760,7 +760,7 @@ static void job_run(fz_job* j) {
                               ev->first_op);
     for (size_t i = 0; i < j->nout; i++)
       tpuc_lazy_fail(j->outs[i], tpuc_status_code(st),
-                            tpuc_status_message(st));
+                     tpuc_status_message(st));
     keep_error(st);
   }
   free(real);
@@ -840,7 +840,7 @@ static void fail_outputs(fz_seg* s, size_t n, const tpuc_status* st) {
     for (uint32_t k = 0; k < s->nodes[i].nout; k++)
       if (tpuc_lazy_owner(s->nodes[i].out[k]) == s)
         tpuc_lazy_fail(s->nodes[i].out[k], tpuc_status_code(st),
-                              tpuc_status_message(st));
+                       tpuc_status_message(st));
 }
 
 static void windows_reset(fz_seg* s) {

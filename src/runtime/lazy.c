@@ -1,10 +1,11 @@
 /* Lazy values: the runtime's per-buffer state of fused eager (who computes
  * the value, the producer's tag, references held by submitted work), kept
  * in the bytes each buffer carries for this layer. */
+#include "tpuc/lazy.h"
+
 #include <stdatomic.h>
 
 #include "runtime/fused_internal.h"
-#include "tpuc/lazy.h"
 
 typedef struct lazy_state {
   void* _Atomic owner;
@@ -19,9 +20,9 @@ static lazy_state* state(const tpuc_buffer* b) {
   return (lazy_state*)tpuc_buffer_ext((tpuc_buffer*)b);
 }
 
-tpuc_status* tpuc_lazy_create(tpuc_client* client, int device,
-                              tpuc_dtype dtype, const int64_t* dims, int rank,
-                              void* owner, int64_t tag, tpuc_buffer** out) {
+tpuc_status* tpuc_lazy_create(tpuc_client* client, int device, tpuc_dtype dtype,
+                              const int64_t* dims, int rank, void* owner,
+                              int64_t tag, tpuc_buffer** out) {
   TPUC_RETURN_IF_ERROR(
       tpuc_buffer_promise(client, device, dtype, dims, rank, out));
   lazy_state* l = state(*out);
@@ -53,8 +54,7 @@ void tpuc_lazy_fill(tpuc_buffer* b, tpuc_buffer* value) {
 }
 
 void tpuc_lazy_fail(tpuc_buffer* b, tpuc_code code, const char* message) {
-  tpuc_buffer_break(b, code,
-                    message ? message : "the fused segment failed");
+  tpuc_buffer_break(b, code, message ? message : "the fused segment failed");
   atomic_store(&state(b)->owner, NULL);
 }
 

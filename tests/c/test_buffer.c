@@ -222,5 +222,4 @@ TPUC_TEST_MAIN(TPUC_TEST(test_roundtrip_every_dtype),
                TPUC_TEST(test_scalar_and_empty),
                TPUC_TEST(test_async_read_and_events),
                TPUC_TEST(test_event_callback), TPUC_TEST(test_bad_arguments),
-               TPUC_TEST(test_large_transfer),
-               TPUC_TEST(test_promised_buffer))
+               TPUC_TEST(test_large_transfer), TPUC_TEST(test_promised_buffer))
