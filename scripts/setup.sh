@@ -42,6 +42,8 @@ if command -v dpkg >/dev/null 2>&1; then
   need_cmd cmake cmake
   need_cmd ninja ninja-build
   need_cmd git git
+  # Headless Chromium: the tests render tpuc check's HTML report.
+  need_cmd chromium chromium
   # clang + compiler-rt: libFuzzer and clang's sanitizer runtimes.
   need_cmd clang clang
   if command -v clang >/dev/null 2>&1; then
