@@ -7,6 +7,7 @@ once, and ``torch.tpu.is_available()`` is False with the reason in
 ``torch.tpu.unavailable_reason()``.
 """
 
+import os
 import site
 import sys
 import sysconfig
@@ -75,8 +76,6 @@ def _load():
 
     _distributed.register()
     # accelerate and transformers learn of tpu as their modules load.
-    import os
-
     if os.environ.get("TPUC_INTEGRATIONS", "1") != "0":
         from . import integrations as _integrations
 

@@ -120,7 +120,7 @@ def get_device_properties(device=None):
         pjrt_api=plat["pjrt_api"],
         xla_version=plat["xla_version"],
         stablehlo=plat["stablehlo"],
-        total_memory=_or_unknown(_memory_limit(idx, info)),
+        total_memory=_or_unknown(_memory_limit(info)),
     )
     return props
 
@@ -191,7 +191,7 @@ def _host_memory_total():
         return None
 
 
-def _memory_limit(idx, info):
+def _memory_limit(info):
     """A device's memory in bytes: the plugin's figure, else
     TPUC_MEMORY_LIMIT, else (CPU plugin, whose devices use host memory) the
     host's memory shared among its devices; None when nothing says."""
@@ -215,7 +215,7 @@ def mem_get_info(device=None):
     _lazy_init()
     idx = _index(device)
     info = _C().device_info(idx)
-    total = _memory_limit(idx, info)
+    total = _memory_limit(info)
     if total is None:
         raise RuntimeError(
             "the PJRT plugin reports no memory limit for this device; set "
