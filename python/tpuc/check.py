@@ -9,13 +9,15 @@ question separately, with evidence:
   tolerance judged by;
 - **repeatability**: a second tpu run with the same seed is bitwise equal,
   or where it first differs;
-- **ops**: every ATen op the step used (counted in the second tpu run),
+- **ops**: every ATen op the step used (counted in a fourth run),
   which ran on the CPU fallback, and the call site of each fallback's
   first call;
 - **host syncs** per step by reason, fused mode's segments, recompiles
   after the first steps;
 - **speed and memory**: first-step (compile) and steady step time on both
-  devices, peak device memory.
+  devices, peak device memory;
+- **real sizes** (``--real-sizes BxS``, with ``--model``): the case again
+  at the user's batch and sequence length: runs, agreement, speed, memory.
 
 Usage::
 
@@ -46,7 +48,6 @@ import sys
 import time
 import traceback
 
-CHECKS = ("runs", "agreement", "repeatability", "ops", "syncs", "recompiles", "speed")
 TASKS = ("causal-lm", "seq-cls", "masked-lm")
 BUILTIN = ("gpt2", "bert", "llama")
 
@@ -102,11 +103,15 @@ class _Recorder:
             torch.tpu.synchronize()
 
     def fused(self):
+        """Fused mode's counters, with compiled graphs' captures (each a
+        program built) counted among the compiles."""
         import torch
 
         if self.device != "tpu":
             return {}
-        return torch.tpu.fused_stats()
+        s = torch.tpu.fused_stats()
+        s["compiles"] = s.get("compiles", 0) + torch.tpu.compile_stats().get("captures", 0)
+        return s
 
     def start(self):
         import tpuc
@@ -404,16 +409,8 @@ def _close(a, b, rtol, atol):
     return abs(a - b) <= atol + rtol * abs(b)
 
 
-def _judge(ref, tpu, tpu2, args):
-    checks = {}
-    ok = ref.get("ok") and tpu.get("ok") and tpu2.get("ok")
-    why = [f"{n}: {r.get('error')}" for n, r in (("reference", ref), ("tpu", tpu), ("tpu again", tpu2))
-           if not r.get("ok")]
-    checks["runs"] = {"verdict": "pass" if ok else "fail",
-                      "detail": "all three runs finished" if ok else "; ".join(why),
-                      "steps": {"reference": len(ref.get("step_times", [])),
-                                "tpu": len(tpu.get("step_times", []))}}
-    # Agreement.
+def _agreement(ref, tpu, ok, lt, lr, args):
+    """Losses step by step, and the first forward's logits where saved."""
     ag = {"rtol": args.rtol, "atol": args.atol}
     la, lb = tpu.get("losses", []), ref.get("losses", [])
     if ok and la and len(la) == len(lb):
@@ -431,7 +428,6 @@ def _judge(ref, tpu, tpu2, args):
         verdict, detail = "fail", f"{len(la)} losses on tpu, {len(lb)} on the reference"
     else:
         verdict, detail = "fail", "not judged: a run failed"
-    lt, lr = args.out_paths.get("tpu.logits"), args.out_paths.get("reference.logits")
     if verdict == "pass" and lt and lr and os.path.exists(lt) and os.path.exists(lr):
         import torch
 
@@ -446,7 +442,48 @@ def _judge(ref, tpu, tpu2, args):
         else:
             detail += "; first forward's logits too"
     ag.update(verdict=verdict, detail=detail)
-    checks["agreement"] = ag
+    return ag
+
+
+def _times(r):
+    """First step, and the median of the later ones (seconds)."""
+    t = r.get("step_times") or []
+    steady_t = sorted(t[1:]) if len(t) > 1 else t
+    med = steady_t[len(steady_t) // 2] if steady_t else None
+    return {"first_step_s": t[0] if t else None, "steady_step_s": med, "all": t}
+
+
+def _judge_real(ref, tpu, args, out_dir):
+    """The case again at the user's real batch and sequence sizes."""
+    b, s = args.real_sizes
+    ok = bool(ref.get("ok") and tpu.get("ok"))
+    ag = _agreement(ref, tpu, ok, os.path.join(out_dir, "tpu-real.json.logits.pt"),
+                    os.path.join(out_dir, "reference-real.json.logits.pt"), args)
+    t, r = _times(tpu), _times(ref)
+    if not ok:
+        why = "; ".join(f"{n}: {x.get('error')}" for n, x in (("reference", ref), ("tpu", tpu))
+                        if not x.get("ok"))
+        detail = f"batch {b} x sequence {s}: a run failed: {why}"
+    else:
+        detail = (f"batch {b} x sequence {s}: {ag['detail']}; steady step "
+                  f"{t['steady_step_s'] * 1e3:.1f} ms on tpu, {r['steady_step_s'] * 1e3:.1f} ms on "
+                  f"{args.reference}; peak tpu memory {tpu.get('peak_memory', 0) / 2**20:.1f} MiB")
+    return {"verdict": "pass" if ok and ag["verdict"] == "pass" else "fail", "detail": detail,
+            "batch": b, "seq": s, "agreement": ag, "tpu": t, "reference": r,
+            "peak_memory": tpu.get("peak_memory")}
+
+
+def _judge(ref, tpu, tpu2, census, args):
+    checks = {}
+    named = (("reference", ref), ("tpu", tpu), ("tpu again", tpu2), ("op census", census))
+    ok = all(r.get("ok") for _, r in named)
+    why = [f"{n}: {r.get('error')}" for n, r in named if not r.get("ok")]
+    checks["runs"] = {"verdict": "pass" if ok else "fail",
+                      "detail": "all four runs finished" if ok else "; ".join(why),
+                      "steps": {"reference": len(ref.get("step_times", [])),
+                                "tpu": len(tpu.get("step_times", []))}}
+    checks["agreement"] = _agreement(ref, tpu, ok, args.out_paths.get("tpu.logits"),
+                                     args.out_paths.get("reference.logits"), args)
     # Repeatability.
     rp = {}
     if tpu.get("ok") and tpu2.get("ok"):
@@ -466,7 +503,7 @@ def _judge(ref, tpu, tpu2, args):
     checks["repeatability"] = rp
     # Ops.
     fb = tpu.get("fallbacks") or {}
-    ops = tpu2.get("ops") or {}
+    ops = census.get("ops") or {}
     checks["ops"] = {
         "verdict": "pass" if not fb else "warn",
         "detail": (f"{len(ops)} distinct ATen ops, all native" if not fb else
@@ -477,8 +514,9 @@ def _judge(ref, tpu, tpu2, args):
         "fallback": fb,
         "fallback_sites": tpu.get("fallback_sites", {}),
     }
-    # Host syncs per step (the census run, which adds no sync of its own).
-    per = tpu2.get("step_syncs", [])
+    # Host syncs per step (the census run, which adds no sync of its own; it
+    # runs otherwise than the timed runs, so it is not the repeatability run).
+    per = census.get("step_syncs", [])
     steady = per[1:] or per
     reasons = {}
     for s in steady:
@@ -514,13 +552,7 @@ def _judge(ref, tpu, tpu2, args):
         "compile_seconds": (tpu.get("fused") or {}).get("compile_seconds"),
     }
     # Speed and memory.
-    def times(r):
-        t = r.get("step_times") or []
-        steady_t = sorted(t[1:]) if len(t) > 1 else t
-        med = steady_t[len(steady_t) // 2] if steady_t else None
-        return {"first_step_s": t[0] if t else None, "steady_step_s": med, "all": t}
-
-    sp = {"tpu": times(tpu), "reference": times(ref),
+    sp = {"tpu": _times(tpu), "reference": _times(ref),
           "peak_memory": {"tpu": tpu.get("peak_memory"), "reference (process RSS)": ref.get("peak_memory")}}
     a, b = sp["tpu"]["steady_step_s"], sp["reference"]["steady_step_s"]
     sp["verdict"] = "info"
@@ -574,8 +606,7 @@ def _write_reports(report, out_dir):
           f"{report['when']} · device `tpu` ({report['mode']} mode) against `{report['reference']}` · "
           f"{report['steps']} steps · seed {report['seed']}", "",
           "| check | verdict | evidence |", "|---|---|---|"]
-    for name in CHECKS:
-        v = c[name]
+    for name, v in c.items():
         md.append(f"| {name} | **{v['verdict'].upper()}** | {v['detail'].replace('|', '/')} |")
     md += ["", f"Overall: **{report['verdict'].upper()}**", ""]
     if c["ops"]["fallback"]:
@@ -593,7 +624,7 @@ def _write_reports(report, out_dir):
         err = f"{abs(lt[i] - lr[i]):.3g}" if i < len(lt) and i < len(lr) else "-"
         md.append(f"| {i} | {g(lt, i)} | {g(lr, i)} | {err} | "
                   f"{g([x * 1e3 for x in tt], i, '{:.1f}')} | {g([x * 1e3 for x in tr], i, '{:.1f}')} |")
-    md += ["", "## ATen ops used (second tpu run)", ""]
+    md += ["", "## ATen ops used (the census run)", ""]
     for k, v in sorted(c["ops"]["native"].items()):
         md.append(f"- `{k}`: {v}")
     with open(os.path.join(out_dir, "report.md"), "w") as f:
@@ -603,7 +634,7 @@ def _write_reports(report, out_dir):
     colour = {"pass": "#1a7f37", "fail": "#cf222e", "warn": "#9a6700", "info": "#0969da"}
     rows = "\n".join(
         f"<tr><td>{n}</td><td style='color:{colour[c[n]['verdict']]};font-weight:bold'>"
-        f"{c[n]['verdict'].upper()}</td><td>{html.escape(c[n]['detail'])}</td></tr>" for n in CHECKS)
+        f"{c[n]['verdict'].upper()}</td><td>{html.escape(c[n]['detail'])}</td></tr>" for n in c)
     page = f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>tpuc check: {html.escape(report['target'])}</title>
 <style>body{{font-family:sans-serif;max-width:980px;margin:2em auto;color:#1f2328}}
@@ -643,6 +674,8 @@ def _parse(argv):
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--batch", type=int, default=2, help="--model: batch size (default 2)")
     p.add_argument("--seq", type=int, default=32, help="--model: sequence length (default 32)")
+    p.add_argument("--real-sizes", metavar="BxS",
+                   help="--model: check again at batch B and sequence length S (e.g. 8x512)")
     p.add_argument("--rtol", type=float, default=2e-3, help="agreement tolerance (relative)")
     p.add_argument("--atol", type=float, default=1e-4, help="agreement tolerance (absolute)")
     p.add_argument("--timeout", type=float, default=1800, help="seconds per run")
@@ -660,6 +693,15 @@ def _parse(argv):
         p.error("--steps must be at least 1")
     if args.reference not in ("cpu",):
         p.error("--reference: only cpu is supported")
+    if args.real_sizes is not None:
+        if not args.model:
+            p.error("--real-sizes needs --model (a script runs at its own sizes)")
+        try:
+            b, s = (int(v) for v in args.real_sizes.lower().split("x"))
+            assert b > 0 and s > 0
+        except (ValueError, AssertionError):
+            p.error(f"--real-sizes {args.real_sizes}: expected BxS, e.g. 8x512")
+        args.real_sizes = (b, s)
     args.script = script
     return args
 
@@ -688,9 +730,17 @@ def main(argv=None):
     eager = {} if args.mode == "compile" else {"TPUC_EAGER_MODE": args.mode}
     runs = [("reference", dict(spec, device=args.reference), {}),
             ("tpu", dict(spec, device="tpu"), eager),
-            ("tpu-again", dict(spec, device="tpu", count_ops=True), eager)]
+            ("tpu-again", dict(spec, device="tpu"), eager),
+            ("tpu-census", dict(spec, device="tpu", count_ops=True), eager)]
     titles = {"reference": f"reference run on {args.reference}", "tpu": "tpu run",
-              "tpu-again": "tpu again (repeatability, op census)"}
+              "tpu-again": "tpu again (repeatability)",
+              "tpu-census": "tpu, counting ops and host syncs"}
+    if args.real_sizes:
+        b, s = args.real_sizes
+        runs += [("reference-real", dict(spec, device=args.reference, batch=b, seq=s), {}),
+                 ("tpu-real", dict(spec, device="tpu", batch=b, seq=s), eager)]
+        titles["reference-real"] = f"reference at real sizes ({b}x{s})"
+        titles["tpu-real"] = f"tpu at real sizes ({b}x{s})"
     results = {}
     for k, (name, s, env) in enumerate(runs):
         if not args.quiet:
@@ -701,16 +751,18 @@ def main(argv=None):
             print(f" {'done' if r.get('ok') else 'FAILED'} ({r['wall_seconds']:.1f} s)", flush=True)
     args.out_paths = {"tpu.logits": os.path.join(out_dir, "tpu.json.logits.pt"),
                       "reference.logits": os.path.join(out_dir, "reference.json.logits.pt")}
-    checks = _judge(results["reference"], results["tpu"], results["tpu-again"], args)
+    checks = _judge(results["reference"], results["tpu"], results["tpu-again"],
+                    results["tpu-census"], args)
+    if args.real_sizes:
+        checks["real sizes"] = _judge_real(results["reference-real"], results["tpu-real"], args,
+                                           out_dir)
     verdict = "fail" if any(v["verdict"] == "fail" for v in checks.values()) else "pass"
     report = {"target": target, "when": when, "mode": args.mode, "reference": args.reference,
               "steps": args.steps, "seed": args.seed, "verdict": verdict, "checks": checks,
-              "runs": {"reference": results["reference"], "tpu": results["tpu"],
-                       "tpu-again": results["tpu-again"]}}
+              "runs": results}
     _write_reports(report, out_dir)
     if not args.quiet:
-        for name in CHECKS:
-            v = checks[name]
+        for name, v in checks.items():
             print(f"  {name:<14} {v['verdict'].upper():<5} {v['detail']}")
         print(f"tpuc check: {verdict.upper()}; reports in {out_dir}/report.{{md,html,json}}")
     return 1 if verdict == "fail" else 0

@@ -51,6 +51,20 @@ def test_model_zoo_passes(tmp_path, model, task):
     assert "PASS" in p.stdout and "report." in p.stdout  # the terminal summary
 
 
+def test_compiled_mode_and_real_sizes(tmp_path):
+    p, r, out = check(tmp_path, "--model", "hf:gpt2", "--steps", "3", "--seq", "16",
+                      "--mode", "compile", "--real-sizes", "4x48")
+    assert p.returncode == 0, p.stdout + p.stderr
+    c = r["checks"]
+    for name in ("runs", "agreement", "repeatability", "real sizes"):
+        assert c[name]["verdict"] == "pass", (name, c[name]["detail"])
+    assert r["runs"]["tpu"]["compile"]["captures"] > 0  # the steps ran as compiled graphs
+    real = c["real sizes"]
+    assert (real["batch"], real["seq"]) == (4, 48) and real["tpu"]["steady_step_s"] > 0
+    assert "batch 4 x sequence 48" in real["detail"]
+    assert "| real sizes | **PASS** |" in (out / "report.md").read_text()
+
+
 def test_non_repeatable_op_fails(tmp_path):
     p, r, _ = check(tmp_path, "--steps", "3", "--", "python", "train.py", script="""
         import os, torch
@@ -133,6 +147,9 @@ def test_bad_usage(tmp_path):
     p = subprocess.run([sys.executable, "-m", "tpuc.check"], capture_output=True, text=True,
                        timeout=300)
     assert p.returncode == 2 and "--model" in p.stderr
+    p = subprocess.run([sys.executable, "-m", "tpuc.check", "--real-sizes", "8", "--model",
+                        "hf:gpt2"], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 2 and "expected BxS" in p.stderr
     p = subprocess.run([sys.executable, "-m", "tpuc.check", "--model", "hf:nonesuch",
                         "--out", str(tmp_path / "o"), "--quiet"], capture_output=True, text=True,
                        timeout=300)
