@@ -128,6 +128,7 @@ def screenshot(page, png):
     if exe is None:
         pytest.skip("no chromium (scripts/setup.sh installs Debian's) to render the HTML report")
     p = subprocess.run([exe, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                        "--disable-dev-shm-usage",
                         f"--screenshot={png}", "--window-size=1000,1500", f"file://{page}"],
                        capture_output=True, text=True, timeout=180)
     assert p.returncode == 0 and png.exists(), p.stderr[-3000:]
