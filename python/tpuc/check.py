@@ -125,10 +125,10 @@ class _Recorder:
     def step_done(self):
         import tpuc
 
-        stats = self.fused()  # before this sync, which is the checker's
-        if self.timed:
+        if self.timed:  # the step's work, its compiles included, is done
             self.sync()
         now = time.perf_counter()
+        stats = self.fused()
         self.step_times.append(now - self.t_last)
         by_now = stats.get("by_reason", {})
         by_last = (self.stats_last or {}).get("by_reason", {})
@@ -139,7 +139,7 @@ class _Recorder:
         self.step_fallbacks.append({k: v - self.fallbacks_last.get(k, 0) for k, v in fb.items()
                                     if v - self.fallbacks_last.get(k, 0)})
         self.fallbacks_last = fb
-        self.stats_last = self.fused()  # after the sync's own segment
+        self.stats_last = stats
         self.t_last = time.perf_counter()
         if len(self.step_times) >= self.steps:
             raise _Stop()
