@@ -164,6 +164,13 @@ def run_threads(fn, world_size, args=(), backend=BACKEND, timeout=timedelta(minu
             sys.stderr.write(f"[tpuc rank {rank}] " + "".join(traceback.format_exception(e)))
             sys.stderr.flush()
 
+    # PyTorch's fake-tensor mode (DTensor's sharding propagation) sets up
+    # CUDA's device guard the first time it is entered where CUDA is not
+    # available; rank threads doing that first setup at once crashed the
+    # process (3 of 16 runs of the 4-thread DTensor scenario on a loaded
+    # machine, 0 of 22 with it done here first).
+    if not torch.cuda.is_available() and hasattr(torch._C, "_ensureCUDADeviceGuardSet"):
+        torch._C._ensureCUDADeviceGuardSet()
     threads = [threading.Thread(target=body, args=(r,), name=f"tpuc-rank-{r}") for r in range(world_size)]
     try:
         for t in threads:
