@@ -454,11 +454,10 @@ void native_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       // A bool result (equal): the host waits for the value.
       uint8_t b = 0;
       tpuc_status* rd = results[k].rank == 0 && results[k].dtype == TPUC_DTYPE_PRED
-                            ? tpuc_value_ensure(results[k].value)
+                            ? tpuc_value_to_host(results[k].value, &b, 1)
                             : tpuc_status_make(TPUC_INTERNAL,
                                                "a bool result must be rank-0 "
                                                "pred");
-      if (rd == nullptr) rd = tpuc_buffer_to_host(results[k].value, &b, 1);
       tpuc_buffer_release(results[k].value);
       results[k].value = nullptr;
       if (rd != nullptr)

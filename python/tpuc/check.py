@@ -212,6 +212,11 @@ def _install_hooks(rec, target):
     return Mode()
 
 
+def _logits_file(result):
+    """Where a run whose result is the file `result` saves its first logits."""
+    return result + ".logits.pt"
+
+
 def _hash(t):
     import torch
 
@@ -279,7 +284,7 @@ def _run_model(spec, rec, mode_cm):
         except _Stop:
             pass
     if "logits" in outputs:
-        torch.save(outputs["logits"].cpu(), spec["result"] + ".logits.pt")
+        torch.save(outputs["logits"].cpu(), _logits_file(spec["result"]))
         return {"logits": _hash(outputs["logits"])}
     return {}
 
@@ -457,8 +462,8 @@ def _judge_real(ref, tpu, args, out_dir):
     """The case again at the user's real batch and sequence sizes."""
     b, s = args.real_sizes
     ok = bool(ref.get("ok") and tpu.get("ok"))
-    ag = _agreement(ref, tpu, ok, os.path.join(out_dir, "tpu-real.json.logits.pt"),
-                    os.path.join(out_dir, "reference-real.json.logits.pt"), args)
+    ag = _agreement(ref, tpu, ok, _logits_file(os.path.join(out_dir, "tpu-real.json")),
+                    _logits_file(os.path.join(out_dir, "reference-real.json")), args)
     t, r = _times(tpu), _times(ref)
     if not ok:
         why = "; ".join(f"{n}: {x.get('error')}" for n, x in (("reference", ref), ("tpu", tpu))
@@ -749,8 +754,8 @@ def main(argv=None):
         if not args.quiet:
             r = results[name]
             print(f" {'done' if r.get('ok') else 'FAILED'} ({r['wall_seconds']:.1f} s)", flush=True)
-    args.out_paths = {"tpu.logits": os.path.join(out_dir, "tpu.json.logits.pt"),
-                      "reference.logits": os.path.join(out_dir, "reference.json.logits.pt")}
+    args.out_paths = {"tpu.logits": _logits_file(os.path.join(out_dir, "tpu.json")),
+                      "reference.logits": _logits_file(os.path.join(out_dir, "reference.json"))}
     checks = _judge(results["reference"], results["tpu"], results["tpu-again"],
                     results["tpu-census"], args)
     if args.real_sizes:

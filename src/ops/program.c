@@ -1484,8 +1484,7 @@ tpuc_status* tpuc_op_run(tpuc_client* client, int device, int index,
     if (st == NULL && (sizes[k].rank != 0 || sizes[k].dtype != TPUC_DTYPE_S64))
       st = tpuc_status_make(TPUC_INTERNAL, "%s: sizes must be rank-0 s64",
                             e->name);
-    if (st == NULL) st = tpuc_value_ensure(sizes[k].value);
-    if (st == NULL) st = tpuc_buffer_to_host(sizes[k].value, &dyn[k], 8);
+    if (st == NULL) st = tpuc_value_to_host(sizes[k].value, &dyn[k], 8);
     tpuc_buffer_release(sizes[k].value);
   }
   if (st != NULL) return tpuc_status_annotate(st, "%s", e->name);

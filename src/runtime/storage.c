@@ -239,8 +239,7 @@ static tpuc_status* read_all(tpuc_storage* s, unsigned char** out) {
   if (v == NULL) {
     memset(*out, 0, s->nbytes);
   } else {
-    st = tpuc_value_ensure(v);
-    if (st == NULL) st = tpuc_buffer_to_host(v, *out, s->nbytes);
+    st = tpuc_value_to_host(v, *out, s->nbytes);
   }
   tpuc_buffer_release(v);
   if (st != NULL) {
@@ -454,8 +453,7 @@ tpuc_status* tpuc_view_to_host(const tpuc_view* v, void* dst, size_t size) {
       memset(dst, 0, need);
       return NULL;
     }
-    tpuc_status* st = tpuc_value_ensure(value);
-    if (st == NULL) st = tpuc_buffer_to_host(value, dst, need);
+    tpuc_status* st = tpuc_value_to_host(value, dst, need);
     tpuc_buffer_release(value);
     return st;
   }
