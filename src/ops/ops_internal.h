@@ -102,6 +102,7 @@ extern const op_entry op_table_dynamic[]; /* dynamic.c: data-dependent shapes */
 extern const op_entry op_table_special[]; /* special.c: special functions */
 extern const op_entry op_table_fft[];     /* fft.c: FFTs */
 extern const op_entry op_table_linalg[];  /* linalg.c: factorizations */
+extern const op_entry op_table_moe[];     /* moe.c: grouped mm, histc */
 
 /* Ops (base names, "acos" covers acos, acos_ and acos.out) whose lowerings
  * in each file are written for complex tensors too, reviewed one by one;
@@ -123,6 +124,8 @@ extern const char* const op_complex_random[];
 bool op_host_check_add(op_ctx* c, int i, double lo, bool lo_incl, double hi,
                        bool hi_incl, tpuc_code code, const char* msg);
 
+/* PyTorch's ScalarType name of a dtype ("Float", "BFloat16"). */
+const char* op_torch_dtype_name(tpuc_dtype d);
 /* UNIMPLEMENTED: "run this call on the CPU" (printf-style reason). */
 tpuc_status* op_unimpl(const char* why);
 /* Argument i is a device tensor / a tensor or a scalar / absent (None or

@@ -416,7 +416,7 @@ static wsrc write_source(const tpuc_op_arg* args, size_t nargs,
   return (wsrc){WSRC_INPUT, extra};
 }
 
-static const char* torch_dtype_name(tpuc_dtype d) {
+const char* op_torch_dtype_name(tpuc_dtype d) {
   switch (d) {
     case TPUC_DTYPE_PRED: return "Bool";
     case TPUC_DTYPE_S8: return "Char";
@@ -594,10 +594,12 @@ static void key_view(keybuf* k, const tpuc_view* v) {
 }
 
 /* Ops whose result shape depends on their scalars' values (arange's
- * length): those values are part of the program key. */
+ * length), or whose range checks and edges are read on the host (histc's
+ * min and max): those values are part of the program key. */
 static bool scalar_keyed(int index) {
   const op_entry* e = index >= 0 ? ops_entry((size_t)index) : NULL;
-  return e != NULL && strncmp(e->name, "aten::arange", 12) == 0;
+  return e != NULL && (strncmp(e->name, "aten::arange", 12) == 0 ||
+                       strncmp(e->name, "aten::histc", 11) == 0);
 }
 
 static void make_key(int index, const tpuc_op_arg* args, size_t nargs,
@@ -1124,8 +1126,8 @@ static tpuc_status* build_program(tpuc_client* client, const op_entry* e,
       st = tpuc_status_make(TPUC_INVALID_ARGUMENT,
                             "result type %s can't be cast to the desired "
                             "output type %s",
-                            torch_dtype_name(rt->dtype),
-                            torch_dtype_name(t->dtype));
+                            op_torch_dtype_name(rt->dtype),
+                            op_torch_dtype_name(t->dtype));
       break;
     }
     bool same = rt->rank == t->rank;

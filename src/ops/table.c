@@ -200,8 +200,8 @@ const op_entry op_table_core[] = {
 
 static const op_entry* const kTables[] = {
     op_table_core,    op_table_index,  op_table_nn,      op_table_math,
-    op_table_special, op_table_fft,    op_table_linalg,  op_table_random,
-    op_table_dynamic};
+    op_table_special, op_table_fft,    op_table_linalg,  op_table_moe,
+    op_table_random,  op_table_dynamic};
 
 /* The tables flattened into one array of entries, built once: lookups by
  * index are O(1) on every op call. */

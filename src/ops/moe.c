@@ -1,0 +1,413 @@
+/* The ops of mixture-of-experts layers: grouped matrix products
+ * (_grouped_mm, which transformers' default "grouped_mm" experts call) and
+ * histograms (histc, with which they count the tokens of each expert, on
+ * integer expert ids as CUDA takes them).
+ *
+ * _grouped_mm's groups are data: `offs` (int32, cumulative ends) says
+ * where each group's rows (or columns, or contraction slice) end, and the
+ * program is the same for any split. It is lowered densely: every group's
+ * product is computed over all rows and a mask keeps each row's own group
+ * (G times the multiply-adds of the ragged product; what XLA's own ragged
+ * dot expansion does on CPUs and GPUs, whose compilers lack a ragged dot).
+ * Rows past offs[G-1] come out zero (the CPU and CUDA leave them
+ * unwritten). */
+#include <math.h>
+#include <string.h>
+
+#include "ops/emit.h"
+
+#define TRY(expr) TPUC_RETURN_IF_ERROR(expr)
+
+static V m_const(em* e, tpuc_dtype dt, double v, const tpuc_hlo_type* shape) {
+  V r = -1;
+  if (e->st == NULL) em_keep(e, op_const(e->c, dt, v, shape, &r));
+  return r;
+}
+
+static V m_bcast(em* e, V x, const int64_t* dims, int rank,
+                 const int64_t* map) {
+  V r = -1;
+  if (e->st == NULL)
+    em_keep(e, tpuc_hlo_broadcast_in_dim(e->fn, x, dims, rank, map, &r));
+  return r;
+}
+
+static V m_reshape(em* e, V x, const int64_t* dims, int rank) {
+  V r = -1;
+  if (e->st == NULL) em_keep(e, tpuc_hlo_reshape(e->fn, x, dims, rank, &r));
+  return r;
+}
+
+static V m_sum(em* e, V x, int64_t dim) {
+  tpuc_dtype dt = e_type(e, x).dtype;
+  tpuc_hlo_fn* body = NULL;
+  V zero = m_const(e, dt, 0, NULL), r = -1;
+  if (e->st == NULL)
+    em_keep(e, tpuc_hlo_region_binary(e->c->module, dt, TPUC_HLO_ADD, &body));
+  if (e->st == NULL)
+    em_keep(e, tpuc_hlo_reduce(e->fn, &x, &zero, 1, &dim, 1, body, &r));
+  return r;
+}
+
+/* ------------------------------ _grouped_mm ------------------------------ */
+
+/* Per group g of `offs` (s32[G]) and position p in [0, n): true when p lies
+ * in [offs[g-1], offs[g]) (offs[-1] = 0), as a pred [G, n]. */
+static V group_mask(em* e, V offs, int64_t groups, int64_t n) {
+  int64_t gn[2] = {groups, n}, g1 = groups - 1, zero = 0;
+  V ends = offs, starts;
+  V z = m_const(e, TPUC_DTYPE_S32, 0, &(tpuc_hlo_type){TPUC_DTYPE_S32, 1, {1}});
+  if (groups > 1) {
+    V head = -1, parts[2];
+    if (e->st == NULL)
+      em_keep(e, tpuc_hlo_slice(e->fn, offs, &zero, &g1, NULL, &head));
+    parts[0] = z;
+    parts[1] = head;
+    starts = -1;
+    if (e->st == NULL)
+      em_keep(e, tpuc_hlo_concatenate(e->fn, parts, 2, 0, &starts));
+  } else {
+    starts = z;
+  }
+  V pos = -1;
+  tpuc_hlo_type pt = tpuc_hlo_type_make(TPUC_DTYPE_S32, gn, 2);
+  if (e->st == NULL) em_keep(e, tpuc_hlo_iota(e->fn, &pt, 1, &pos));
+  V s = m_bcast(e, starts, gn, 2, &zero), t = m_bcast(e, ends, gn, 2, &zero);
+  return AND(GE(pos, s), LT(pos, t));
+}
+
+/* PyTorch's C++ name of a dtype in "expected m1 and m2 ..." messages. */
+static const char* cpp_dtype_name(tpuc_dtype d) {
+  switch (d) {
+    case TPUC_DTYPE_F32: return "float";
+    case TPUC_DTYPE_F64: return "double";
+    case TPUC_DTYPE_F16: return "c10::Half";
+    case TPUC_DTYPE_BF16: return "c10::BFloat16";
+    default: return op_torch_dtype_name(d);
+  }
+}
+
+static bool grouped_dtype_ok(tpuc_dtype d) {
+  return d == TPUC_DTYPE_F32 || d == TPUC_DTYPE_F16 || d == TPUC_DTYPE_BF16;
+}
+
+#define BAD(...) tpuc_status_make(TPUC_INVALID_ARGUMENT, __VA_ARGS__)
+
+/* _grouped_mm(self, mat2, offs=None, bias=None, out_dtype=None):
+ *   2-D x 3-D: offs splits self's rows, group g times mat2[g];
+ *   3-D x 2-D: offs splits mat2's columns, self[g] times them;
+ *   2-D x 2-D: offs splits the contraction: out[g] = a[:, Kg] @ b[Kg, :];
+ *   3-D x 3-D: bmm (no offs).
+ * Checks and messages in the CPU kernel's order. */
+static tpuc_status* lower_grouped_mm(op_ctx* c, int param) {
+  (void)param;
+  if (!op_is_tensor(c, 0) || !op_is_tensor(c, 1))
+    return op_unimpl("unexpected arguments");
+  const tpuc_hlo_type a = c->types[0], b = c->types[1];
+  if (!grouped_dtype_ok(a.dtype))
+    return BAD("Expected mat_a to be Float32, BFloat16 or Float16 matrix, "
+               "got %s", op_torch_dtype_name(a.dtype));
+  if (!grouped_dtype_ok(b.dtype))
+    return BAD("Expected mat_b to be Float32, BFloat16 or Float16 matrix, "
+               "got %s", op_torch_dtype_name(b.dtype));
+  if (a.rank != 2 && a.rank != 3) return BAD("mat_a has to be 2 or 3d");
+  if (b.rank != 2 && b.rank != 3) return BAD("mat_b has to be 2 or 3d");
+  bool a2 = a.rank == 2, b2 = b.rank == 2;
+  if ((!a2 || !b2) && a.dims[a.rank - 1] != b.dims[b.rank - 2])
+    return BAD("contraction dimension of mat_a and mat_b must match");
+  bool has_offs = op_is_tensor(c, 2);
+  if (!has_offs && !op_is_none(c, 2)) return op_unimpl("unexpected offs");
+  if (has_offs != (a2 || b2))
+    return BAD("Have to provide offsets if there is a 2d matrix, or no "
+               "offset if both matrices are 3d");
+  if (has_offs) {
+    if (c->types[2].rank != 1) return BAD("offs has to be 1D");
+    if (c->types[2].dtype != TPUC_DTYPE_S32)
+      return BAD("Offsets have to be int32");
+  }
+  if (!op_is_none(c, 3)) return BAD("Bias not supported yet");
+  if (c->nargs > 4 && c->args[4].kind == TPUC_OP_ARG_DTYPE &&
+      c->args[4].dtype != a.dtype)
+    return BAD("Grouped gemm output dtype must match `mat_a` dtype");
+  int64_t groups = has_offs ? c->types[2].dims[0] : 0;
+  if (a2 != b2 && groups != (a2 ? b.dims[0] : a.dims[0]))
+    return BAD("matrix batch sizes have to match");
+  if (!a2 && !b2 && a.dims[0] != b.dims[0])
+    return BAD("batched dimension has to match");
+  if (a.dtype != b.dtype)
+    return BAD("expected m1 and m2 to have the same dtype, but got: %s != %s",
+               cpp_dtype_name(a.dtype), cpp_dtype_name(b.dtype));
+
+  tpuc_dtype dt = a.dtype, acc = op_accumulation_dtype(dt);
+  tpuc_hlo_precision prec = dt == TPUC_DTYPE_F32
+                                ? c->opts->matmul_precision
+                                : TPUC_HLO_PRECISION_DEFAULT;
+  em ee = em_of(c), *e = &ee;
+  V x = c->vals[0], w = c->vals[1], r = -1;
+  if (!a2 && !b2) {
+    int64_t batch = 0, lc = 2, rc = 1;
+    tpuc_hlo_dot_dims dd = {&batch, &batch, 1, &lc, &rc, 1, acc, prec};
+    if (e->st == NULL) em_keep(e, tpuc_hlo_dot_general(e->fn, x, w, &dd, &r));
+  } else if (a2 && !b2) {
+    /* [M, K] x [G, K, N]: y[M, G, N], keep each row's own group. */
+    int64_t m = a.dims[0], n = b.dims[2], lc = 1, rc = 1;
+    tpuc_hlo_dot_dims dd = {NULL, NULL, 0, &lc, &rc, 1, acc, prec};
+    V y = -1;
+    if (e->st == NULL) em_keep(e, tpuc_hlo_dot_general(e->fn, x, w, &dd, &y));
+    V mask = group_mask(e, c->vals[2], groups, m); /* [G, M] */
+    int64_t ydims[3] = {m, groups, n}, map[2] = {1, 0};
+    V mk = m_bcast(e, mask, ydims, 3, map);
+    tpuc_hlo_type yt = tpuc_hlo_type_make(acc, ydims, 3);
+    r = m_sum(e, SEL(mk, y, m_const(e, acc, 0, &yt)), 1);
+  } else if (!a2 && b2) {
+    /* [G, M, K] x [K, N]: y[G, M, N], keep each column's own group. */
+    int64_t m = a.dims[1], n = b.dims[1], lc = 2, rc = 0;
+    tpuc_hlo_dot_dims dd = {NULL, NULL, 0, &lc, &rc, 1, acc, prec};
+    V y = -1;
+    if (e->st == NULL) em_keep(e, tpuc_hlo_dot_general(e->fn, x, w, &dd, &y));
+    V mask = group_mask(e, c->vals[2], groups, n); /* [G, N] */
+    int64_t ydims[3] = {groups, m, n}, map[2] = {0, 2};
+    V mk = m_bcast(e, mask, ydims, 3, map);
+    tpuc_hlo_type yt = tpuc_hlo_type_make(acc, ydims, 3);
+    r = m_sum(e, SEL(mk, y, m_const(e, acc, 0, &yt)), 0);
+  } else {
+    /* [M, K1] x [K2, N]: offs splits the contraction; a part of one
+     * operand past the other's length is never in a group the CPU can
+     * compute, so both are cut to the shorter. */
+    int64_t m = a.dims[0], n = b.dims[1];
+    int64_t k = a.dims[1] < b.dims[0] ? a.dims[1] : b.dims[0];
+    int64_t zero2[2] = {0, 0}, alim[2] = {m, k}, blim[2] = {k, n};
+    if (k != a.dims[1] && e->st == NULL)
+      em_keep(e, tpuc_hlo_slice(e->fn, x, zero2, alim, NULL, &x));
+    if (k != b.dims[0] && e->st == NULL)
+      em_keep(e, tpuc_hlo_slice(e->fn, w, zero2, blim, NULL, &w));
+    V mask = group_mask(e, c->vals[2], groups, k); /* [G, K] */
+    int64_t xdims[3] = {groups, m, k}, mmap[2] = {0, 2}, xmap[2] = {1, 2};
+    V mk = m_bcast(e, mask, xdims, 3, mmap);
+    V xb = m_bcast(e, x, xdims, 3, xmap);
+    tpuc_hlo_type xt = tpuc_hlo_type_make(dt, xdims, 3);
+    V xm = SEL(mk, xb, m_const(e, dt, 0, &xt));
+    int64_t lc = 2, rc = 0;
+    tpuc_hlo_dot_dims dd = {NULL, NULL, 0, &lc, &rc, 1, acc, prec};
+    if (e->st == NULL) em_keep(e, tpuc_hlo_dot_general(e->fn, xm, w, &dd, &r));
+  }
+  c->outs[0] = e_cvt(e, r, dt);
+  c->nouts = 1;
+  return e->st;
+}
+
+/* --------------------------------- histc --------------------------------- */
+
+/* x's neighbour toward -inf (down) or +inf, in x's float dtype. */
+static V next_float(em* e, V x, bool down) {
+  tpuc_hlo_type t = e_type(e, x);
+  tpuc_dtype it = tpuc_dtype_size(t.dtype) == 8   ? TPUC_DTYPE_S64
+                  : tpuc_dtype_size(t.dtype) == 4 ? TPUC_DTYPE_S32
+                                                  : TPUC_DTYPE_S16;
+  V bits = -1;
+  if (e->st == NULL)
+    em_keep(e, tpuc_hlo_bitcast_convert(e->fn, x, it, &bits));
+  /* Away from zero when moving in x's sign direction, else toward it. */
+  V neg = LT(bits, m_const(e, it, 0, NULL));
+  V away = down ? neg : NOT(neg);
+  V one = m_const(e, it, 1, NULL);
+  V moved = SEL(away, ADD(bits, one), SUB(bits, one));
+  V r = -1;
+  if (e->st == NULL)
+    em_keep(e, tpuc_hlo_bitcast_convert(e->fn, moved, t.dtype, &r));
+  /* From zero: the smallest subnormal of the wanted sign. */
+  V tiny = -1;
+  if (e->st == NULL)
+    em_keep(e, tpuc_hlo_bitcast_convert(e->fn, one, t.dtype, &tiny));
+  V from_zero = down ? NEG(tiny) : tiny;
+  return SEL(EQ(x, m_const(e, t.dtype, 0, NULL)), from_zero, r);
+}
+
+/* histc(self, bins, min, max): counts of self's elements in `bins` equal
+ * bins over [min, max] (the data's range when min == max; widened when
+ * that is one value), elements outside or NaN not counted, the last bin
+ * closed. Floats as the CPU: bin = (x - lo) * bins / (hi - lo) in x's
+ * dtype, edges rounded to it. Integers (which the CPU refuses) as CUDA:
+ * the same in int64 arithmetic, the range truncated to the dtype, counts
+ * in the input dtype. min and max are part of the program key. */
+static tpuc_status* lower_histc(op_ctx* c, int param) {
+  (void)param;
+  if (!op_is_tensor(c, 0)) return op_unimpl("unexpected arguments");
+  tpuc_hlo_type xt = c->types[0];
+  tpuc_dtype dt = xt.dtype;
+  if (dt == TPUC_DTYPE_PRED || tpuc_dtype_is_complex(dt))
+    return op_unimpl("histc of this dtype: CPU says why");
+  bool flt = tpuc_dtype_is_float(dt);
+  int64_t bins = 100;
+  TRY(op_int_arg(c, 1, 100, &bins));
+  if (bins <= 0)
+    return BAD("torch.histogram(): bins must be > 0, but got %lld for "
+               "dimension 0", (long long)bins);
+  double lo_h = 0, hi_h = 0;
+  for (int i = 2; i <= 3; i++) {
+    if (c->nargs <= (size_t)i || c->args[i].kind != TPUC_OP_ARG_SCALAR)
+      continue;
+    const tpuc_op_arg* s = &c->args[i];
+    double v = s->scalar == TPUC_SCALAR_FLOAT ? s->f : (double)s->i;
+    if (i == 2) lo_h = v; else hi_h = v;
+  }
+  if (c->nargs > 4 && c->args[4].kind == TPUC_OP_ARG_TENSOR &&
+      c->args[4].view.dtype != dt && flt)
+    return BAD("torch.histogram: input tensor and hist tensor should have "
+               "the same dtype, but got input %s and hist %s",
+               cpp_dtype_name(dt), cpp_dtype_name(c->args[4].view.dtype));
+  int64_t n = tpuc_hlo_type_num_elements(&xt);
+  bool from_data = lo_h == hi_h && n > 0;
+  if (!from_data) {
+    if (!flt) {
+      lo_h = trunc(lo_h);
+      hi_h = trunc(hi_h);
+    }
+    if (lo_h == hi_h) {
+      lo_h -= 1;
+      hi_h += 1;
+    }
+    if (!isfinite(lo_h) || !isfinite(hi_h))
+      return BAD("torch.histc: range of [%g, %g] is not finite", lo_h, hi_h);
+    if (!(lo_h < hi_h)) return BAD("torch.histc: max must be larger than min");
+  }
+  /* Floats compute in their dtype (half floats in f32, rounded after each
+   * step as the CPU's Half arithmetic); integers in s64. */
+  tpuc_dtype ct = flt ? op_accumulation_dtype(dt) : TPUC_DTYPE_S64;
+  em ee = em_of(c), *e = &ee;
+  V x = m_reshape(e, c->vals[0], &n, 1);
+  V xc = e_cvt(e, x, ct);
+  tpuc_hlo_type nt = tpuc_hlo_type_make(ct, &n, 1);
+  V lo, hi;
+  if (from_data) {
+    /* The data's min and max (NaN propagates: the check below raises). */
+    tpuc_hlo_fn* mn = NULL, *mx = NULL;
+    int64_t d0 = 0;
+    V init_lo = -1, init_hi = -1;
+    if (flt) {
+      init_lo = m_const(e, ct, INFINITY, NULL);
+      init_hi = m_const(e, ct, -INFINITY, NULL);
+    } else if (e->st == NULL) {
+      em_keep(e, tpuc_hlo_constant_i64(e->fn, ct, INT64_MAX, &init_lo));
+      if (e->st == NULL)
+        em_keep(e, tpuc_hlo_constant_i64(e->fn, ct, INT64_MIN, &init_hi));
+    }
+    if (e->st == NULL)
+      em_keep(e, tpuc_hlo_region_binary(c->module, ct, TPUC_HLO_MIN, &mn));
+    if (e->st == NULL)
+      em_keep(e, tpuc_hlo_region_binary(c->module, ct, TPUC_HLO_MAX, &mx));
+    lo = hi = -1;
+    if (e->st == NULL)
+      em_keep(e, tpuc_hlo_reduce(e->fn, &xc, &init_lo, 1, &d0, 1, mn, &lo));
+    if (e->st == NULL)
+      em_keep(e, tpuc_hlo_reduce(e->fn, &xc, &init_hi, 1, &d0, 1, mx, &hi));
+    if (flt) {
+      /* NaN anywhere: min/max reduce bodies drop it; count it instead. */
+      V nan = m_sum(e, e_cvt(e, NE(xc, xc), TPUC_DTYPE_S32), 0);
+      V has_nan = GT(nan, m_const(e, TPUC_DTYPE_S32, 0, NULL));
+      V qn = m_const(e, ct, NAN, NULL);
+      lo = SEL(has_nan, qn, lo);
+      hi = SEL(has_nan, qn, hi);
+    }
+    /* One value: widen by one (floats: at least to the neighbours in the
+     * input dtype, as the CPU). */
+    V same = EQ(lo, hi), one = m_const(e, ct, 1, NULL);
+    V wlo = SUB(lo, one), whi = ADD(hi, one);
+    if (flt && ct == dt && (dt == TPUC_DTYPE_F32 || dt == TPUC_DTYPE_F64)) {
+      V nd = next_float(e, lo, true), nu = next_float(e, hi, false);
+      wlo = e_bin(e, TPUC_HLO_MIN, wlo, nd);
+      whi = e_bin(e, TPUC_HLO_MAX, whi, nu);
+    }
+    lo = SEL(same, wlo, lo);
+    hi = SEL(same, whi, hi);
+    if (flt) {
+      /* A non-finite range: the CPU raises, with the values in its
+       * message (the check reruns the call there). */
+      V inf = m_const(e, ct, INFINITY, NULL);
+      V bad = OR(OR(NE(lo, lo), NE(hi, hi)),
+                 OR(EQ(ABS(lo), inf), EQ(ABS(hi), inf)));
+      if (e->st == NULL) {
+        c->has_check = true;
+        c->check = bad;
+        c->check_code = TPUC_UNIMPLEMENTED;
+        c->check_msg = "torch.histc: range is not finite";
+      }
+    }
+  } else {
+    lo = m_const(e, ct, lo_h, NULL);
+    hi = m_const(e, ct, hi_h, NULL);
+  }
+  /* The outer edges in the input dtype, as the CPU's linspace gives. */
+  if (flt && ct != dt) {
+    lo = e_cvt(e, e_cvt(e, lo, dt), ct);
+    hi = e_cvt(e, e_cvt(e, hi, dt), ct);
+  }
+  V lob = m_bcast(e, lo, &n, 1, NULL), hib = m_bcast(e, hi, &n, 1, NULL);
+  V in = AND(GE(xc, lob), LE(xc, hib));
+  V pos;
+  if (flt) {
+    V nb = m_const(e, ct, (double)bins, &nt);
+    V d = SUB(xc, lob), w = SUB(hib, lob);
+    if (ct != dt) {
+      /* Half floats: each step rounded to the dtype. */
+      d = e_cvt(e, e_cvt(e, d, dt), ct);
+      w = e_cvt(e, e_cvt(e, w, dt), ct);
+      nb = e_cvt(e, e_cvt(e, nb, dt), ct);
+    }
+    V q = MUL(d, nb);
+    if (ct != dt) q = e_cvt(e, e_cvt(e, q, dt), ct);
+    q = DIV(q, w);
+    if (ct != dt) q = e_cvt(e, e_cvt(e, q, dt), ct);
+    /* Out-of-range and NaN elements are masked below; keep them finite. */
+    q = SEL(in, q, m_const(e, ct, 0, &nt));
+    pos = e_cvt(e, q, TPUC_DTYPE_S64);
+  } else {
+    V nb = m_const(e, ct, (double)bins, &nt);
+    V q = MUL(SUB(xc, lob), nb);
+    V w = SUB(hib, lob);
+    pos = DIV(SEL(in, q, m_const(e, ct, 0, &nt)), w);
+  }
+  tpuc_hlo_type st = tpuc_hlo_type_make(TPUC_DTYPE_S64, &n, 1);
+  V last = m_const(e, TPUC_DTYPE_S64, (double)(bins - 1), &st);
+  pos = e_bin(e, TPUC_HLO_MIN, pos, last);
+  /* Elements not counted go to an extra bin that is cut off. */
+  pos = SEL(in, pos, m_const(e, TPUC_DTYPE_S64, (double)bins, &st));
+  int64_t col[2] = {n, 1};
+  V idx = m_reshape(e, pos, col, 2);
+  int64_t nb1 = bins + 1;
+  tpuc_hlo_type ht = tpuc_hlo_type_make(TPUC_DTYPE_S64, &nb1, 1);
+  V zeros = m_const(e, TPUC_DTYPE_S64, 0, &ht);
+  V ones = m_const(e, TPUC_DTYPE_S64, 1, &st);
+  tpuc_hlo_fn* add = NULL;
+  if (e->st == NULL)
+    em_keep(e, tpuc_hlo_region_binary(c->module, TPUC_DTYPE_S64,
+                                      TPUC_HLO_ADD, &add));
+  int64_t inserted = 0, map = 0;
+  tpuc_hlo_scatter_dims sd;
+  memset(&sd, 0, sizeof sd);
+  sd.inserted_window_dims = &inserted;
+  sd.num_inserted_window_dims = 1;
+  sd.scatter_dims_to_operand_dims = &map;
+  sd.num_scatter_dims_to_operand_dims = 1;
+  sd.index_vector_dim = 1;
+  V counts = -1, cut = -1;
+  if (n == 0) {
+    counts = zeros;
+  } else if (e->st == NULL) {
+    em_keep(e, tpuc_hlo_scatter(e->fn, &zeros, 1, idx, &ones, &sd, add,
+                                &counts));
+  }
+  int64_t start = 0;
+  if (e->st == NULL)
+    em_keep(e, tpuc_hlo_slice(e->fn, counts, &start, &bins, NULL, &cut));
+  c->outs[0] = e_cvt(e, cut, dt);
+  c->nouts = 1;
+  return e->st;
+}
+
+const op_entry op_table_moe[] = {
+    {"aten::_grouped_mm", lower_grouped_mm, 0},
+    {"aten::histc", lower_histc, 0},
+    {"aten::histc.out", lower_histc, 0},
+    {NULL, NULL, 0},
+};
