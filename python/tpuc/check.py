@@ -1,12 +1,13 @@
 """``tpuc check``: does my model run on tpu, correctly, repeatably, and how
 fast. The porting method TorchTPU's release recommends, as a tool: run a
-small case on tpu and on a reference device (the CPU), then judge each
+small case on tpu and on a reference device (the CPU, or CUDA with
+``--reference cuda``), then judge each
 question separately, with evidence:
 
-- **runs**: both runs finish their steps;
+- **runs**: both runs finish their steps, and the tpu run used tpu;
 - **agreement**: each step's loss (and, for ``--model``, the first
-  forward's logits) against the reference, max abs/rel error and the
-  tolerance judged by;
+  forward's logits) against the reference, max abs/rel error per output and
+  the tolerance judged by;
 - **repeatability**: a second tpu run with the same seed is bitwise equal,
   or where it first differs;
 - **ops**: every ATen op the step used (counted in a fourth run),
@@ -26,7 +27,12 @@ Usage::
     python -m tpuc.check ...   # the same
 
 A script runs unchanged: device requests for ``cuda`` or ``tpu`` become the
-run's device (``tpu``, or the reference's), each ``optimizer.step()`` is a
+run's device (``tpu``, or the reference's); in the tpu run
+``torch.cuda.is_available()`` says yes, ``torch.cuda``'s device calls
+(``synchronize``, ``manual_seed``, ``device_count``, memory statistics) act
+on tpu and ``torch.autocast("cuda")`` autocasts on tpu, so a script that
+picks ``"cuda" if torch.cuda.is_available() else "cpu"`` runs on tpu. Each
+``optimizer.step()`` is a
 step (the run stops after ``--steps``), and each ``loss.backward()`` records
 its loss. ``--model`` builds a Hugging Face model from a config (a local
 folder with ``config.json``, or one of the built-in tiny configs: gpt2,
@@ -80,8 +86,9 @@ def _remap_device(dev, target):
 class _Recorder:
     """What one run records: step times, losses, per-step counters."""
 
-    def __init__(self, device, steps, count_ops):
+    def __init__(self, device, steps, count_ops, script=False):
         self.device = device
+        self.script = script
         self.steps = steps
         # The timed runs wait for each step's work at its end; the census
         # run does not, so its segments are the script's own.
@@ -101,6 +108,8 @@ class _Recorder:
 
         if self.device == "tpu":
             torch.tpu.synchronize()
+        elif self.device == "cuda":
+            torch.cuda.synchronize()
 
     def fused(self):
         """Fused mode's counters, with compiled graphs' captures (each a
@@ -207,9 +216,49 @@ def _install_hooks(rec, target):
     from torch.optim.optimizer import register_optimizer_step_post_hook
 
     register_optimizer_step_post_hook(lambda opt, a, k: rec.step_done())
-    if target != "cuda" and not torch.cuda.is_available():
+    if target == "tpu" and rec.script and not torch.cuda.is_available():
+        _cuda_means_tpu(rec)
+    elif target != "cuda" and not torch.cuda.is_available():
         torch.cuda.synchronize = lambda device=None: rec.sync()
     return Mode()
+
+
+def _cuda_means_tpu(rec):
+    """The tpu run of a script written for CUDA: ``torch.cuda.is_available()``
+    says yes to the script's own code (so ``"cuda" if
+    torch.cuda.is_available() else "cpu"`` picks the device that the run maps
+    to tpu; torch and the libraries still see the truth), ``torch.cuda``'s
+    device calls act on tpu, and ``torch.autocast("cuda")`` autocasts on
+    tpu."""
+    import torch
+
+    tpu, cuda = torch.tpu, torch.cuda
+    real_is_available = cuda.is_available
+
+    def is_available():
+        caller = sys._getframe(1).f_code.co_filename
+        return _user_site([traceback.FrameSummary(caller, 0, "")]) is not None or real_is_available()
+
+    cuda.is_available = is_available
+    cuda.device_count = tpu.device_count
+    cuda.current_device = tpu.current_device
+    cuda.set_device = lambda device: tpu.set_device(_remap_device(device, "tpu"))
+    cuda.synchronize = lambda device=None: rec.sync()
+    cuda.manual_seed = tpu.manual_seed
+    cuda.manual_seed_all = tpu.manual_seed_all
+    cuda.get_device_name = lambda device=None: "tpu (tpuc check maps cuda to tpu)"
+    cuda.is_bf16_supported = lambda *a, **k: True
+    cuda.empty_cache = tpu.empty_cache
+    cuda.memory_allocated = lambda device=None: tpu.memory_allocated()
+    cuda.max_memory_allocated = lambda device=None: tpu.max_memory_allocated()
+    cuda.reset_peak_memory_stats = lambda device=None: tpu.reset_peak_memory_stats()
+    autocast = torch.amp.autocast_mode.autocast
+    init = autocast.__init__
+
+    def remapped(self, device_type, *args, **kwargs):
+        init(self, "tpu" if device_type == "cuda" else device_type, *args, **kwargs)
+
+    autocast.__init__ = remapped
 
 
 def _logits_file(result):
@@ -334,7 +383,8 @@ def _child(spec_path):
             numpy.random.seed(spec["seed"])
         except ImportError:
             pass
-        rec = _Recorder(spec["device"], spec["steps"], spec["count_ops"])
+        rec = _Recorder(spec["device"], spec["steps"], spec["count_ops"],
+                        script=spec["kind"] == "script")
         mode = _install_hooks(rec, spec["device"])
         import contextlib
 
@@ -344,6 +394,8 @@ def _child(spec_path):
             cm.enter_context(rec.census())
         if spec["device"] == "tpu":
             torch.tpu.reset_peak_memory_stats()
+        elif spec["device"] == "cuda":
+            torch.cuda.reset_peak_memory_stats()
         outs = (_run_model if spec["kind"] == "model" else _run_script)(spec, rec, cm)
         res["outputs"] = outs
         res["losses"] = [float(t.item()) for t in rec.losses]
@@ -366,6 +418,9 @@ def _child(spec_path):
             res["compile"] = {k: v for k, v in torch.tpu.compile_stats().items()
                               if isinstance(v, (int, float, str, list))}
             res["peak_memory"] = torch.tpu.max_memory_allocated()
+            res["tpu_used"] = res["peak_memory"] > 0
+        elif spec["device"] == "cuda":
+            res["peak_memory"] = torch.cuda.max_memory_allocated()
         else:
             import resource
 
@@ -424,6 +479,10 @@ def _agreement(ref, tpu, ok, lt, lr, args):
         bad = [i for i, (a, b) in enumerate(zip(la, lb)) if not _close(a, b, args.rtol, args.atol)]
         ag.update(max_abs=max(errs), max_rel=max(rel), per_step_abs=errs,
                   first_bad_step=bad[0] if bad else None)
+        ag["per_output"] = [
+            {"output": f"loss, step {i}", "max_abs": e, "max_rel": r,
+             "error_over_tolerance": e / (args.atol + args.rtol * abs(b))}
+            for i, (e, r, b) in enumerate(zip(errs, rel, lb))]
         verdict = "pass" if not bad else "fail"
         detail = (f"{len(la)} losses within |tpu - ref| <= {args.atol} + {args.rtol} * |ref|"
                   if not bad else f"loss of step {bad[0]} differs: {la[bad[0]]!r} vs {lb[bad[0]]!r}")
@@ -441,6 +500,10 @@ def _agreement(ref, tpu, ok, lt, lr, args):
         ag["logits_max_abs"] = float(err.max())
         ag["logits_max_rel"] = float((err / b.double().abs().clamp_min(1e-6)).max())
         close = torch.allclose(a.double(), b.double(), rtol=args.rtol, atol=args.atol)
+        ratio = float((err / (args.atol + args.rtol * b.double().abs())).max())
+        ag.setdefault("per_output", []).append(
+            {"output": "logits, first forward", "max_abs": ag["logits_max_abs"],
+             "max_rel": ag["logits_max_rel"], "error_over_tolerance": ratio})
         if not close:
             verdict = "fail"
             detail += f"; first forward's logits differ (max abs {ag['logits_max_abs']:.3g})"
@@ -481,8 +544,12 @@ def _judge_real(ref, tpu, args, out_dir):
 def _judge(ref, tpu, tpu2, census, args):
     checks = {}
     named = (("reference", ref), ("tpu", tpu), ("tpu again", tpu2), ("op census", census))
-    ok = all(r.get("ok") for _, r in named)
     why = [f"{n}: {r.get('error')}" for n, r in named if not r.get("ok")]
+    if tpu.get("ok") and not tpu.get("tpu_used", True):
+        why.append("tpu: the run finished without putting a tensor on tpu (the script chose "
+                   "its device itself; tpuc check maps the devices it asks for, \"cuda\" or "
+                   "\"tpu\", and says yes to torch.cuda.is_available())")
+    ok = not why
     checks["runs"] = {"verdict": "pass" if ok else "fail",
                       "detail": "all four runs finished" if ok else "; ".join(why),
                       "steps": {"reference": len(ref.get("step_times", [])),
@@ -603,6 +670,37 @@ def _svg_lines(series, title, ylabel, w=560, h=220):
     return "\n".join(out)
 
 
+def _svg_bars(items, title, w=560):
+    """Horizontal bars of error/tolerance per output on a log scale, with
+    the tolerance (1) marked: a bar that crosses the line fails."""
+    if not items:
+        return f"<p>{html.escape(title)}: no data</p>"
+    import math
+
+    lv = [math.log10(max(v, 1e-12)) for _, v in items]
+    lo, hi = min(min(lv), -3.0), max(max(lv), 0.5)
+    x0, x1, row = 170, w - 20, 18
+    h = 50 + row * len(items)
+    px = lambda v: x0 + (x1 - x0) * ((v - lo) / (hi - lo))
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" role="img">',
+           f'<title>{html.escape(title)}</title>',
+           f'<text x="{w / 2}" y="16" text-anchor="middle" font-size="13">{html.escape(title)}</text>']
+    for k, ((name, v), l) in enumerate(zip(items, lv)):
+        y = 26 + row * k
+        c = "#1a7f37" if v <= 1 else "#cf222e"
+        out.append(f'<text x="{x0 - 6}" y="{y + 12}" text-anchor="end" font-size="11">'
+                   f'{html.escape(name)}</text>')
+        out.append(f'<rect x="{x0}" y="{y + 2}" width="{max(px(l) - x0, 1):.1f}" height="{row - 5}" '
+                   f'fill="{c}"><title>{v:.3g}</title></rect>')
+    one = px(0.0)
+    out.append(f'<line x1="{one:.1f}" y1="22" x2="{one:.1f}" y2="{h - 22}" stroke="#444" '
+               f'stroke-dasharray="4 3"/>')
+    out.append(f'<text x="{one:.1f}" y="{h - 8}" text-anchor="middle" font-size="10">tolerance</text>')
+    out.append(f'<text x="{x0}" y="{h - 8}" font-size="10">1e{lo:.0f}</text>')
+    out.append("</svg>")
+    return "\n".join(out)
+
+
 def _write_reports(report, out_dir):
     with open(os.path.join(out_dir, "report.json"), "w") as f:
         json.dump(report, f, indent=1)
@@ -629,6 +727,14 @@ def _write_reports(report, out_dir):
         err = f"{abs(lt[i] - lr[i]):.3g}" if i < len(lt) and i < len(lr) else "-"
         md.append(f"| {i} | {g(lt, i)} | {g(lr, i)} | {err} | "
                   f"{g([x * 1e3 for x in tt], i, '{:.1f}')} | {g([x * 1e3 for x in tr], i, '{:.1f}')} |")
+    per = c["agreement"].get("per_output", [])
+    if per:
+        md += ["", "## Error per output", "",
+               f"Tolerance: |tpu - ref| <= {c['agreement']['atol']} + {c['agreement']['rtol']} * |ref|.", "",
+               "| output | max abs error | max rel error | error / tolerance |", "|---|---|---|---|"]
+        for o in per:
+            md.append(f"| {o['output']} | {o['max_abs']:.3g} | {o['max_rel']:.3g} | "
+                      f"{o['error_over_tolerance']:.3g} |")
     md += ["", "## ATen ops used (the census run)", ""]
     for k, v in sorted(c["ops"]["native"].items()):
         md.append(f"- `{k}`: {v}")
@@ -658,6 +764,7 @@ table{{border-collapse:collapse}}td,th{{border:1px solid #d0d7de;padding:4px 8px
 {_svg_lines({'tpu': [x * 1e3 for x in tt], report['reference']: [x * 1e3 for x in tr]}, 'step time', 'ms')}
 <h2>Error against the reference</h2>
 {_svg_lines({'|tpu - reference|': err}, 'absolute loss error per step', 'abs error')}
+{_svg_bars([(o['output'], o['error_over_tolerance']) for o in per], 'error per output, over its tolerance')}
 </body></html>
 """
     with open(os.path.join(out_dir, "report.html"), "w") as f:
@@ -674,7 +781,8 @@ def _parse(argv):
     p.add_argument("--steps", type=int, default=5, help="optimizer steps per run (default 5)")
     p.add_argument("--mode", choices=("fused", "strict", "debug", "compile"), default="fused",
                    help="tpu's execution path (compile: torch.compile(backend='tpu'), --model only)")
-    p.add_argument("--reference", default="cpu", help="reference device (default cpu)")
+    p.add_argument("--reference", default="cpu",
+                   help="reference device: cpu (default) or cuda where CUDA is available")
     p.add_argument("--out", help="report folder (default tpuc-check-<time>)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--batch", type=int, default=2, help="--model: batch size (default 2)")
@@ -696,8 +804,13 @@ def _parse(argv):
         p.error("--mode compile needs --model (a script compiles with torch.compile itself)")
     if args.steps < 1:
         p.error("--steps must be at least 1")
-    if args.reference not in ("cpu",):
-        p.error("--reference: only cpu is supported")
+    if args.reference not in ("cpu", "cuda"):
+        p.error("--reference: cpu or cuda")
+    if args.reference == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            p.error("--reference cuda: CUDA is not available here")
     if args.real_sizes is not None:
         if not args.model:
             p.error("--real-sizes needs --model (a script runs at its own sizes)")

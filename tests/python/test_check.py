@@ -1,7 +1,9 @@
 """`tpuc check` (python -m tpuc.check): the porting report on the model
 zoo (every check passes), on a script with a deliberately non-repeatable
-op, and on a script with a CPU-fallback op and a host read in its loop; the
-reports' content and exit status."""
+op, and on a script written for CUDA (it picks its device with
+torch.cuda.is_available()) with a CPU-fallback op and a host read in its
+loop, and on a script that never uses tpu; the reports' content and exit
+status."""
 
 import json
 import os
@@ -47,7 +49,10 @@ def test_model_zoo_passes(tmp_path, model, task):
     md = (out / "report.md").read_text()
     assert "| repeatability | **PASS** |" in md and "Overall: **PASS**" in md
     page = (out / "report.html").read_text()
-    assert page.count("<svg") == 3 and "Overall: PASS" in page and "<polyline" in page
+    assert page.count("<svg") == 4 and "Overall: PASS" in page and "<polyline" in page
+    assert "error per output" in page and "logits, first forward" in page
+    assert [o["output"] for o in c["agreement"]["per_output"]][-1] == "logits, first forward"
+    assert all(o["error_over_tolerance"] <= 1 for o in c["agreement"]["per_output"])
     assert "PASS" in p.stdout and "report." in p.stdout  # the terminal summary
 
 
@@ -88,10 +93,26 @@ def test_non_repeatable_op_fails(tmp_path):
     assert "FAIL" in p.stdout
 
 
+def test_a_run_that_never_uses_tpu_fails(tmp_path):
+    p, r, _ = check(tmp_path, "--steps", "2", "--", "python", "train.py", script="""
+        import torch
+        w = torch.nn.Parameter(torch.ones(4, device="cpu"))  # never leaves the CPU
+        opt = torch.optim.SGD([w], lr=0.1)
+        for _ in range(5):
+            (w * 2).sum().backward()
+            opt.step()
+    """)
+    assert p.returncode == 1, p.stdout + p.stderr
+    c = r["checks"]["runs"]
+    assert c["verdict"] == "fail" and "without putting a tensor on tpu" in c["detail"]
+
+
 def test_fallback_and_host_reads_are_reported(tmp_path):
     p, r, out = check(tmp_path, "--steps", "3", "--", "python", "train.py", script="""
         import torch
-        device = "cuda"  # a CUDA script, unchanged: the checker runs it on tpu and on the CPU
+        # A CUDA script, unchanged: the checker runs it on tpu and on the CPU.
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        torch.cuda.manual_seed(0)
         torch.manual_seed(0)
         model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(),
                                     torch.nn.Linear(16, 1)).to(device)
@@ -99,7 +120,7 @@ def test_fallback_and_host_reads_are_reported(tmp_path):
         x, y = torch.randn(32, 8).to(device), torch.randn(32, 1).to(device)
         for step in range(100):
             loss = torch.nn.functional.mse_loss(model(x), y)
-            h = torch.histc(x, 4)
+            e = torch.linalg.matrix_exp(x[:8] * 0.01)
             loss.backward()
             opt.step()
             opt.zero_grad()
@@ -111,13 +132,15 @@ def test_fallback_and_host_reads_are_reported(tmp_path):
     assert c["runs"]["verdict"] == "pass" and c["agreement"]["verdict"] == "pass"
     assert c["repeatability"]["verdict"] == "pass"
     assert c["ops"]["verdict"] == "warn"
-    assert c["ops"]["fallback"] == {"aten::histc": 3}
-    assert c["ops"]["fallback_sites"]["aten::histc"].endswith("train.py:11 in <module>")
+    assert r["runs"]["tpu"]["tpu_used"]
+    assert c["ops"]["fallback"] == {"aten::linalg_matrix_exp": 3}
+    assert c["ops"]["fallback_sites"]["aten::linalg_matrix_exp"].endswith("train.py:13 in <module>")
     assert "aten::addmm" in c["ops"]["native"]
     # loss.item() in the loop: one segment per steady step runs for a value.
     assert "value needed 1.0" in c["syncs"]["detail"], c["syncs"]
     md = (out / "report.md").read_text()
-    assert "## CPU fallbacks" in md and "train.py:11" in md
+    assert "## CPU fallbacks" in md and "train.py:13" in md
+    assert "| loss, step 2 |" in md  # the error per output
     screenshot(out / "report.html", tmp_path / "report.png")
 
 
@@ -151,6 +174,12 @@ def test_bad_usage(tmp_path):
     p = subprocess.run([sys.executable, "-m", "tpuc.check", "--real-sizes", "8", "--model",
                         "hf:gpt2"], capture_output=True, text=True, timeout=300)
     assert p.returncode == 2 and "expected BxS" in p.stderr
+    import torch
+
+    if not torch.cuda.is_available():
+        p = subprocess.run([sys.executable, "-m", "tpuc.check", "--reference", "cuda", "--model",
+                            "hf:gpt2"], capture_output=True, text=True, timeout=300)
+        assert p.returncode == 2 and "CUDA is not available here" in p.stderr
     p = subprocess.run([sys.executable, "-m", "tpuc.check", "--model", "hf:nonesuch",
                         "--out", str(tmp_path / "o"), "--quiet"], capture_output=True, text=True,
                        timeout=300)
