@@ -1,5 +1,5 @@
 /* Ops whose result shapes depend on the data: nonzero, masked_select,
- * unique (_unique2, _unique, unique_dim) and unique_consecutive.
+ * unique (_unique2, _unique, unique_dim), unique_consecutive and bincount.
  * They run in two programs (program.c): phase 1 counts the selected
  * elements on the device and the host waits for that count; phase 2,
  * compiled per count, builds the result. The selected positions come from
@@ -508,7 +508,95 @@ static tpuc_status* lower_unique(op_ctx* c, int param) {
   return NULL;
 }
 
+/* bincount(self, weights=None, minlength=0): counts (or summed weights) of
+ * each value of a 1-D non-negative integer tensor; max(minlength,
+ * max(self) + 1) bins, which phase 1 finds (and checks for negative
+ * values: the CPU's error). Counts are int64; float weights sum in their
+ * dtype, other weights in float64, as the CPU. */
+static tpuc_status* lower_bincount(op_ctx* c, int param) {
+  (void)param;
+  if (!op_is_tensor(c, 0)) return op_unimpl("unexpected arguments");
+  const tpuc_hlo_type xt = c->types[0];
+  if (tpuc_dtype_is_float(xt.dtype) || tpuc_dtype_is_complex(xt.dtype) ||
+      xt.dtype == TPUC_DTYPE_PRED)
+    return op_unimpl("bincount of this dtype: the CPU says why");
+  static const char kBadInput[] =
+      "bincount only supports 1-d non-negative integral inputs.";
+  if (xt.rank != 1)
+    return tpuc_status_make(TPUC_INVALID_ARGUMENT, "%s", kBadInput);
+  bool has_w = op_is_tensor(c, 1);
+  if (!has_w && !op_is_none(c, 1)) return op_unimpl("unexpected weights");
+  int64_t minlength = 0;
+  TRY(op_int_arg(c, 2, 0, &minlength));
+  if (minlength < 0)
+    return tpuc_status_make(TPUC_INVALID_ARGUMENT, "minlength should be >= 0");
+  int64_t n = xt.dims[0];
+  if (has_w) {
+    const tpuc_hlo_type wt = c->types[1];
+    if (wt.rank != 1 || wt.dims[0] != n)
+      return tpuc_status_make(TPUC_INVALID_ARGUMENT, "weights should be 1-d "
+                              "and have the same length as input");
+    if (tpuc_dtype_is_complex(wt.dtype))
+      return op_unimpl("complex weights: the CPU says why");
+  }
+  c->nouts = 1;
+  tpuc_hlo_value x;
+  TRY(tpuc_hlo_convert(c->fn, c->vals[0], TPUC_DTYPE_S64, &x));
+  tpuc_hlo_type nt = tpuc_hlo_type_make(TPUC_DTYPE_S64, &n, 1);
+  if (c->phase == 1) {
+    tpuc_hlo_value init, top, one, len, minl, zero, neg, lows;
+    TRY(op_const(c, TPUC_DTYPE_S64, -1, NULL, &init));
+    tpuc_hlo_fn* mx = NULL, *mn = NULL;
+    TRY(tpuc_hlo_region_binary(c->module, TPUC_DTYPE_S64, TPUC_HLO_MAX, &mx));
+    int64_t d0 = 0;
+    TRY(tpuc_hlo_reduce(c->fn, &x, &init, 1, &d0, 1, mx, &top));
+    TRY(op_const(c, TPUC_DTYPE_S64, 1, NULL, &one));
+    TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_ADD, top, one, &len));
+    TRY(op_const(c, TPUC_DTYPE_S64, (double)minlength, NULL, &minl));
+    TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_MAX, len, minl, &c->outs[0]));
+    /* A negative value: the CPU's error, raised at this op. */
+    TRY(op_const(c, TPUC_DTYPE_S64, 0, NULL, &zero));
+    TRY(tpuc_hlo_region_binary(c->module, TPUC_DTYPE_S64, TPUC_HLO_MIN, &mn));
+    TRY(tpuc_hlo_reduce(c->fn, &x, &zero, 1, &d0, 1, mn, &lows));
+    TRY(tpuc_hlo_compare(c->fn, TPUC_HLO_LT, lows, zero, &neg));
+    c->has_check = true;
+    c->check = neg;
+    c->check_code = TPUC_INVALID_ARGUMENT;
+    c->check_msg = kBadInput;
+    return NULL;
+  }
+  int64_t bins = c->dyn[0];
+  tpuc_dtype od = TPUC_DTYPE_S64;
+  if (has_w)
+    od = c->types[1].dtype == TPUC_DTYPE_F32 ? TPUC_DTYPE_F32 : TPUC_DTYPE_F64;
+  tpuc_hlo_type ot = tpuc_hlo_type_make(od, &bins, 1);
+  tpuc_hlo_value zeros, upd, idx;
+  TRY(op_const(c, od, 0, &ot, &zeros));
+  if (n == 0 || bins == 0) {
+    c->outs[0] = zeros;
+    return NULL;
+  }
+  if (has_w) {
+    TRY(tpuc_hlo_convert(c->fn, c->vals[1], od, &upd));
+  } else {
+    TRY(op_const(c, od, 1, &nt, &upd));
+  }
+  int64_t col[2] = {n, 1}, inserted = 0, map = 0;
+  TRY(tpuc_hlo_reshape(c->fn, x, col, 2, &idx));
+  tpuc_hlo_fn* add = NULL;
+  TRY(tpuc_hlo_region_binary(c->module, od, TPUC_HLO_ADD, &add));
+  tpuc_hlo_scatter_dims d;
+  memset(&d, 0, sizeof d);
+  d.inserted_window_dims = &inserted;
+  d.num_inserted_window_dims = 1;
+  d.scatter_dims_to_operand_dims = &map;
+  d.num_scatter_dims_to_operand_dims = 1;
+  d.index_vector_dim = 1;
+  return tpuc_hlo_scatter(c->fn, &zeros, 1, idx, &upd, &d, add, &c->outs[0]);
+}
+
 const op_entry op_table_dynamic[] = {
+    {"aten::bincount", lower_bincount, 0},
     {"aten::nonzero", lower_nonzero, 0},
     {"aten::nonzero.out", lower_nonzero, 0},
     {"aten::masked_select", lower_masked_select, 0},

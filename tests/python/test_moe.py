@@ -1,6 +1,6 @@
 """What transformers runs differently on accelerators than on the CPU:
 grouped matrix products and histograms of integer expert ids (its default
-"grouped_mm" experts), SDPA's backend selections, static and sliding-window
+"grouped_mm" experts), bincount, SDPA's backend selections, static and sliding-window
 caches. Each runs natively on tpu (no CPU fallback) and agrees with the
 CPU."""
 
@@ -144,6 +144,31 @@ def test_histc_of_integer_expert_ids(dt):
     # Ids outside [min, max] (expert-parallel sentinels) are not counted.
     wide = torch.tensor([-3, 0, 1, 7, 8, 11], dtype=torch.int32)
     assert torch.histc(wide.to("tpu"), bins=8, min=0, max=7).cpu().tolist() == [1, 1, 0, 0, 0, 0, 0, 1]
+
+
+def test_bincount_matches_cpu():
+    # Older MoE code counts tokens per expert with bincount (its length
+    # depends on the data: one host read, as on CUDA).
+    g = torch.Generator().manual_seed(3)
+    ids = torch.randint(0, 9, (500,), generator=g)
+    w = torch.rand(500, generator=g)
+    tpuc.fallback_reset()
+    for x, kw in [(ids, {}), (ids, dict(minlength=20)), (ids.int(), {}), (ids.to(torch.uint8), {}),
+                  (ids, dict(weights=w)), (ids, dict(weights=w.double())), (ids, dict(weights=ids)),
+                  (torch.tensor([], dtype=torch.long), dict(minlength=3))]:
+        kwt = {k: v.to("tpu") if isinstance(v, torch.Tensor) else v for k, v in kw.items()}
+        ref, got = torch.bincount(x, **kw), torch.bincount(x.to("tpu"), **kwt)
+        assert got.dtype == ref.dtype
+        torch.testing.assert_close(got.cpu(), ref)
+    assert tpuc.fallback_report() == {}
+    for x, kw in [(torch.tensor([-1, 2]), {}), (torch.tensor([[1]]), {}), (ids, dict(minlength=-1)),
+                  (ids, dict(weights=torch.ones(3)))]:
+        with pytest.raises(RuntimeError) as cpu:
+            torch.bincount(x, **kw)
+        kwt = {k: v.to("tpu") if isinstance(v, torch.Tensor) else v for k, v in kw.items()}
+        with pytest.raises(RuntimeError) as tpu:
+            torch.bincount(x.to("tpu"), **kwt)
+        assert str(cpu.value) in str(tpu.value)
 
 
 def test_histc_bad_input_raises_as_cpu():
