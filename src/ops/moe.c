@@ -5,12 +5,14 @@
  *
  * _grouped_mm's groups are data: `offs` (int32, cumulative ends) says
  * where each group's rows (or columns, or contraction slice) end, and the
- * program is the same for any split. It is lowered densely: every group's
- * product is computed over all rows and a mask keeps each row's own group
- * (G times the multiply-adds of the ragged product; what XLA's own ragged
- * dot expansion does on CPUs and GPUs, whose compilers lack a ragged dot).
- * Rows past offs[G-1] come out zero (the CPU and CUDA leave them
- * unwritten). */
+ * program is the same for any split. XLA's compilers for CPUs and GPUs have
+ * no ragged dot, so it is lowered in one of two ways, whichever multiplies
+ * fewer rows: densely (every group's product over all rows, masked to each
+ * row's own group: G times the ragged product's work, fine for few groups
+ * or rows), or tiled (the ragged dimension cut into tiles of 64 and at the
+ * group ends; each piece is one tile times one group's matrix, masked and
+ * added back: (M/64 + G) tiles of work). Rows past offs[G-1] come out zero
+ * (the CPU and CUDA leave them unwritten). */
 #include <math.h>
 #include <string.h>
 
@@ -74,6 +76,168 @@ static V group_mask(em* e, V offs, int64_t groups, int64_t n) {
   if (e->st == NULL) em_keep(e, tpuc_hlo_iota(e->fn, &pt, 1, &pos));
   V s = m_bcast(e, starts, gn, 2, &zero), t = m_bcast(e, ends, gn, 2, &zero);
   return AND(GE(pos, s), LT(pos, t));
+}
+
+/* Rows per tile of the tiled lowering. */
+#define GROUPED_TILE 64
+
+/* The tiled lowering of a ragged dimension of length `len` split by `offs`
+ * (s32[G]): the dimension cut at every multiple of `tile` and at every
+ * group end gives P = nb + G segments (some empty), each inside one tile
+ * and one group. Per segment p: its tile (s64[P, 1]) and a mask over the
+ * tile's positions, pred[P, tile], true where the position is in the
+ * segment and in a group (positions past offs[G-1] are in none); its group
+ * (s64[P], clamped to [0, G) for gathers). */
+static void segments(em* e, V offs, int64_t groups, int64_t len,
+                     int64_t tile, int64_t nb, V* tile_idx, V* mask,
+                     V* group) {
+  int64_t p = nb + groups, zero = 0, one = 1, pg[2] = {p, groups};
+  int64_t pt[2] = {p, tile};
+  tpuc_hlo_type nbt = tpuc_hlo_type_make(TPUC_DTYPE_S64, &nb, 1);
+  tpuc_hlo_type gt = tpuc_hlo_type_make(TPUC_DTYPE_S64, &groups, 1);
+  V ends = e_cvt(e, offs, TPUC_DTYPE_S64);
+  ends = e_bin(e, TPUC_HLO_MAX, ends, m_const(e, TPUC_DTYPE_S64, 0, &gt));
+  ends = e_bin(e, TPUC_HLO_MIN, ends, m_const(e, TPUC_DTYPE_S64, (double)len, &gt));
+  V starts = -1, cuts[2], bp = -1, sorted = -1;
+  if (e->st == NULL) em_keep(e, tpuc_hlo_iota(e->fn, &nbt, 0, &starts));
+  cuts[0] = MUL(starts, m_const(e, TPUC_DTYPE_S64, (double)tile, &nbt));
+  cuts[1] = ends;
+  if (e->st == NULL) em_keep(e, tpuc_hlo_concatenate(e->fn, cuts, 2, 0, &bp));
+  tpuc_dtype kd = TPUC_DTYPE_S64;
+  tpuc_hlo_fn* less = NULL;
+  if (e->st == NULL)
+    em_keep(e, tpuc_hlo_region_compare(e->c->module, &kd, 1, TPUC_HLO_LT, &less));
+  if (e->st == NULL)
+    em_keep(e, tpuc_hlo_sort(e->fn, &bp, 1, 0, false, less, &sorted));
+  /* segment p is [sorted[p], sorted[p + 1]), the last ends at len */
+  V next = -1, tail[2], seg_end = -1;
+  if (e->st == NULL)
+    em_keep(e, tpuc_hlo_slice(e->fn, sorted, &one, &p, NULL, &next));
+  tail[0] = next;
+  tail[1] = m_const(e, TPUC_DTYPE_S64, (double)len,
+                    &(tpuc_hlo_type){TPUC_DTYPE_S64, 1, {1}});
+  if (e->st == NULL)
+    em_keep(e, tpuc_hlo_concatenate(e->fn, tail, 2, 0, &seg_end));
+  tpuc_hlo_type ptt = tpuc_hlo_type_make(TPUC_DTYPE_S64, &p, 1);
+  V t = DIV(sorted, m_const(e, TPUC_DTYPE_S64, (double)tile, &ptt));
+  t = e_bin(e, TPUC_HLO_MIN, t, m_const(e, TPUC_DTYPE_S64, (double)(nb - 1), &ptt));
+  int64_t col[2] = {p, 1};
+  *tile_idx = m_reshape(e, t, col, 2);
+  /* group of the segment: the number of group ends at or before its start */
+  V sb = m_bcast(e, sorted, pg, 2, &zero), eb = m_bcast(e, ends, pg, 2, &one);
+  V g = m_sum(e, e_cvt(e, LE(eb, sb), TPUC_DTYPE_S64), 1);
+  V in_group = LT(g, m_const(e, TPUC_DTYPE_S64, (double)groups, &ptt));
+  *group = e_bin(e, TPUC_HLO_MIN, g,
+                 m_const(e, TPUC_DTYPE_S64, (double)(groups - 1), &ptt));
+  tpuc_hlo_type ptt2 = tpuc_hlo_type_make(TPUC_DTYPE_S64, pt, 2);
+  V pos = -1;
+  if (e->st == NULL) em_keep(e, tpuc_hlo_iota(e->fn, &ptt2, 1, &pos));
+  pos = ADD(pos, MUL(m_bcast(e, t, pt, 2, &zero),
+                     m_const(e, TPUC_DTYPE_S64, (double)tile, &ptt2)));
+  *mask = AND(AND(GE(pos, m_bcast(e, sorted, pt, 2, &zero)),
+                  LT(pos, m_bcast(e, seg_end, pt, 2, &zero))),
+              m_bcast(e, in_group, pt, 2, &zero));
+}
+
+/* x zero-padded along `dim` to `to` entries. */
+static V pad_to(em* e, V x, int dim, int64_t to) {
+  tpuc_hlo_type t = e_type(e, x);
+  if (e->st != NULL || t.dims[dim] == to) return x;
+  int64_t lo[TPUC_MAX_RANK] = {0}, hi[TPUC_MAX_RANK] = {0};
+  hi[dim] = to - t.dims[dim];
+  V z = m_const(e, t.dtype, 0, NULL), r = -1;
+  em_keep(e, tpuc_hlo_pad(e->fn, x, z, lo, hi, NULL, &r));
+  return r;
+}
+
+static V take(em* e, V x, V idx) {
+  tpuc_hlo_type t = e_type(e, x);
+  V r = -1;
+  if (e->st == NULL) em_keep(e, op_take_along(e->fn, x, &t, 0, idx, &r));
+  return r;
+}
+
+/* Adds the [P, ...] updates into `into` at the first-dimension indices
+ * idx (s64[P, 1]). */
+static V scatter_add(em* e, V into, V idx, V upd) {
+  tpuc_hlo_type t = e_type(e, into);
+  int64_t win[TPUC_MAX_RANK], inserted = 0, map = 0;
+  for (int d = 1; d < t.rank; d++) win[d - 1] = d;
+  tpuc_hlo_scatter_dims sd;
+  memset(&sd, 0, sizeof sd);
+  sd.update_window_dims = win;
+  sd.num_update_window_dims = (size_t)(t.rank - 1);
+  sd.inserted_window_dims = &inserted;
+  sd.num_inserted_window_dims = 1;
+  sd.scatter_dims_to_operand_dims = &map;
+  sd.num_scatter_dims_to_operand_dims = 1;
+  sd.index_vector_dim = 1;
+  tpuc_hlo_fn* add = NULL;
+  V r = -1;
+  if (e->st == NULL)
+    em_keep(e, tpuc_hlo_region_binary(e->c->module, t.dtype, TPUC_HLO_ADD, &add));
+  if (e->st == NULL)
+    em_keep(e, tpuc_hlo_scatter(e->fn, &into, 1, idx, &upd, &sd, add, &r));
+  return r;
+}
+
+/* Tiled 2-D x 3-D: [M, K] x [G, K, N] with M split by offs. Each segment's
+ * tile of rows times its group's matrix, masked to the segment's rows,
+ * added into its tile of the result: (M/T + G) * T rows of products where
+ * the dense lowering does G * M. */
+static V grouped_rows_tiled(em* e, V x, V w, V offs, int64_t m, int64_t k,
+                            int64_t groups, int64_t n, tpuc_dtype acc,
+                            tpuc_hlo_precision prec) {
+  int64_t tile = GROUPED_TILE, nb = (m + tile - 1) / tile, p = nb + groups;
+  V tidx, mask, grp;
+  segments(e, offs, groups, m, tile, nb, &tidx, &mask, &grp);
+  int64_t xt3[3] = {nb, tile, k}, col[2] = {p, 1};
+  V xb = take(e, m_reshape(e, pad_to(e, x, 0, nb * tile), xt3, 3), tidx);
+  V wg = take(e, w, m_reshape(e, grp, col, 2)); /* [P, K, N] */
+  int64_t batch = 0, lc = 2, rc = 1;
+  tpuc_hlo_dot_dims dd = {&batch, &batch, 1, &lc, &rc, 1, acc, prec};
+  V y = -1; /* [P, T, N] */
+  if (e->st == NULL) em_keep(e, tpuc_hlo_dot_general(e->fn, xb, wg, &dd, &y));
+  int64_t yd[3] = {p, tile, n}, mmap[2] = {0, 1};
+  tpuc_hlo_type yt = tpuc_hlo_type_make(acc, yd, 3);
+  y = SEL(m_bcast(e, mask, yd, 3, mmap), y, m_const(e, acc, 0, &yt));
+  int64_t od[3] = {nb, tile, n};
+  tpuc_hlo_type ot = tpuc_hlo_type_make(acc, od, 3);
+  V out = scatter_add(e, m_const(e, acc, 0, &ot), tidx, y);
+  int64_t flat[2] = {nb * tile, n}, z2[2] = {0, 0}, lim[2] = {m, n};
+  out = m_reshape(e, out, flat, 2);
+  V r = -1;
+  if (e->st == NULL)
+    em_keep(e, tpuc_hlo_slice(e->fn, out, z2, lim, NULL, &r));
+  return r;
+}
+
+/* Tiled 2-D x 2-D: [M, K] x [K, N] with K split by offs: each segment's
+ * tile of the contraction, masked, gives a partial [M, N] added into its
+ * group's result (rows past the last group go to a dropped extra one). */
+static V grouped_contraction_tiled(em* e, V x, V w, V offs, int64_t m,
+                                   int64_t k, int64_t groups, int64_t n,
+                                   tpuc_dtype dt, tpuc_dtype acc,
+                                   tpuc_hlo_precision prec) {
+  int64_t tile = GROUPED_TILE, nb = (k + tile - 1) / tile, p = nb + groups;
+  V tidx, mask, grp;
+  segments(e, offs, groups, k, tile, nb, &tidx, &mask, &grp);
+  int64_t a3[3] = {m, nb, tile}, perm[3] = {1, 0, 2}, b3[3] = {nb, tile, n};
+  V xa = m_reshape(e, pad_to(e, x, 1, nb * tile), a3, 3), xt = -1;
+  if (e->st == NULL) em_keep(e, tpuc_hlo_transpose(e->fn, xa, perm, &xt));
+  V xb = take(e, xt, tidx);                                   /* [P, M, T] */
+  V wb = take(e, m_reshape(e, pad_to(e, w, 0, nb * tile), b3, 3), tidx);
+  int64_t xd[3] = {p, m, tile}, mmap[2] = {0, 2};
+  tpuc_hlo_type xz = tpuc_hlo_type_make(dt, xd, 3);
+  xb = SEL(m_bcast(e, mask, xd, 3, mmap), xb, m_const(e, dt, 0, &xz));
+  int64_t batch = 0, lc = 2, rc = 1;
+  tpuc_hlo_dot_dims dd = {&batch, &batch, 1, &lc, &rc, 1, acc, prec};
+  V y = -1; /* [P, M, N] */
+  if (e->st == NULL) em_keep(e, tpuc_hlo_dot_general(e->fn, xb, wb, &dd, &y));
+  int64_t od[3] = {groups, m, n}, col[2] = {p, 1};
+  tpuc_hlo_type ot = tpuc_hlo_type_make(acc, od, 3);
+  /* Masked-out segments add zeros to their (clamped) group. */
+  return scatter_add(e, m_const(e, acc, 0, &ot), m_reshape(e, grp, col, 2), y);
 }
 
 /* PyTorch's C++ name of a dtype in "expected m1 and m2 ..." messages. */
@@ -148,6 +312,11 @@ static tpuc_status* lower_grouped_mm(op_ctx* c, int param) {
     int64_t batch = 0, lc = 2, rc = 1;
     tpuc_hlo_dot_dims dd = {&batch, &batch, 1, &lc, &rc, 1, acc, prec};
     if (e->st == NULL) em_keep(e, tpuc_hlo_dot_general(e->fn, x, w, &dd, &r));
+  } else if (a2 && !b2 &&
+             (a.dims[0] / GROUPED_TILE + 1 + groups) * GROUPED_TILE <
+                 groups * a.dims[0]) {
+    r = grouped_rows_tiled(e, x, w, c->vals[2], a.dims[0], a.dims[1], groups,
+                           b.dims[2], acc, prec);
   } else if (a2 && !b2) {
     /* [M, K] x [G, K, N]: y[M, G, N], keep each row's own group. */
     int64_t m = a.dims[0], n = b.dims[2], lc = 1, rc = 1;
@@ -181,6 +350,13 @@ static tpuc_status* lower_grouped_mm(op_ctx* c, int param) {
       em_keep(e, tpuc_hlo_slice(e->fn, x, zero2, alim, NULL, &x));
     if (k != b.dims[0] && e->st == NULL)
       em_keep(e, tpuc_hlo_slice(e->fn, w, zero2, blim, NULL, &w));
+    if ((k / GROUPED_TILE + 1 + groups) * GROUPED_TILE < groups * k) {
+      r = grouped_contraction_tiled(e, x, w, c->vals[2], m, k, groups, n, dt,
+                                    acc, prec);
+      c->outs[0] = e_cvt(e, r, dt);
+      c->nouts = 1;
+      return e->st;
+    }
     V mask = group_mask(e, c->vals[2], groups, k); /* [G, K] */
     int64_t xdims[3] = {groups, m, k}, mmap[2] = {0, 2}, xmap[2] = {1, 2};
     V mk = m_bcast(e, mask, xdims, 3, mmap);

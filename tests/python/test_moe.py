@@ -53,6 +53,34 @@ def test_grouped_mm_matches_cpu(layout, dt):
     torch.testing.assert_close(got, ref, atol=TOL[dt], rtol=TOL[dt])
 
 
+@pytest.mark.parametrize("dt", [torch.float32, torch.bfloat16], ids=str)
+def test_grouped_mm_tiled_matches_cpu(dt):
+    # Enough rows for the tiled lowering (cut every 64 rows and at each
+    # group end): uneven groups, an empty one, rows past the last.
+    g = torch.Generator().manual_seed(4)
+    r = lambda *s: torch.randn(*s, generator=g).to(dt)
+    offs = _offs(10, 10, 150, 200, 290)
+    for a, b, rows in [(r(300, 16), r(5, 16, 24), 290),  # rows split
+                       (r(300, 16).t(), r(300, 24), None)]:  # contraction split
+        ref = torch._grouped_mm(a, b, offs=offs)
+        tpuc.fallback_reset()
+        got = torch._grouped_mm(*_tpu(a, b), offs=offs.to("tpu")).cpu()
+        assert tpuc.fallback_report() == {}
+        if rows is not None:
+            assert torch.equal(got[rows:], torch.zeros_like(got[rows:]))
+            got, ref = got[:rows], ref[:rows]
+        torch.testing.assert_close(got, ref, atol=TOL[dt] * 3, rtol=TOL[dt] * 3)
+    a, w = torch.randn(300, 16, generator=g), torch.randn(5, 16, 24, generator=g)
+    grad = torch.randn(300, 24, generator=g)
+    grad[290:] = 0
+    ac, wc = a.clone().requires_grad_(), w.clone().requires_grad_()
+    torch._grouped_mm(ac, wc, offs=offs).backward(grad)
+    at, wt = (x.to("tpu").requires_grad_() for x in (a, w))
+    torch._grouped_mm(at, wt, offs=offs.to("tpu")).backward(grad.to("tpu"))
+    torch.testing.assert_close(at.grad.cpu()[:290], ac.grad[:290], atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(wt.grad.cpu(), wc.grad, atol=1e-4, rtol=1e-4)
+
+
 def test_grouped_mm_gradients_match_cpu():
     a, b, offs = _grouped("2d3d", torch.float32)
     grad = torch.randn(10, 8)
