@@ -36,7 +36,7 @@ picks ``"cuda" if torch.cuda.is_available() else "cpu"`` runs on tpu. Each
 step (the run stops after ``--steps``), and each ``loss.backward()`` records
 its loss. ``--model`` builds a Hugging Face model from a config (a local
 folder with ``config.json``, or one of the built-in tiny configs: gpt2,
-bert, llama) with random weights and trains it with AdamW on random tokens.
+bert, llama, qwen3-moe) with random weights and trains it with AdamW on random tokens.
 
 Writes ``report.json`` (for CI), ``report.md`` and a self-contained
 ``report.html`` (plots as inline SVG) under ``--out``; exits 1 when a check
@@ -55,7 +55,7 @@ import time
 import traceback
 
 TASKS = ("causal-lm", "seq-cls", "masked-lm")
-BUILTIN = ("gpt2", "bert", "llama")
+BUILTIN = ("gpt2", "bert", "llama", "qwen3-moe")
 
 
 class _Stop(BaseException):
@@ -291,6 +291,10 @@ def _build_model(spec):
     elif name == "llama":
         cfg = tf.LlamaConfig(vocab_size=512, hidden_size=64, intermediate_size=128,
                              num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2)
+    elif name == "qwen3-moe":  # a mixture of experts: grouped_mm experts
+        cfg = tf.Qwen3MoeConfig(vocab_size=512, hidden_size=64, intermediate_size=128,
+                                moe_intermediate_size=32, num_experts=8, num_experts_per_tok=2,
+                                num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2)
     else:
         raise SystemExit(f"tpuc check: --model hf:{name}: not a folder with config.json, "
                          f"nor one of {', '.join(BUILTIN)}")
@@ -776,7 +780,8 @@ def _parse(argv):
         prog="tpuc check",
         description="Runs a script or a Hugging Face model on tpu and on a reference device and "
                     "reports whether it runs, agrees, repeats, which ops it used and how fast.")
-    p.add_argument("--model", help="hf:PATH (a folder with config.json) or hf:NAME (gpt2, bert, llama)")
+    p.add_argument("--model", help="hf:PATH (a folder with config.json) or hf:NAME "
+                                   "(gpt2, bert, llama, qwen3-moe)")
     p.add_argument("--task", choices=TASKS, default="causal-lm")
     p.add_argument("--steps", type=int, default=5, help="optimizer steps per run (default 5)")
     p.add_argument("--mode", choices=("fused", "strict", "debug", "compile"), default="fused",

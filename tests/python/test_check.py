@@ -30,7 +30,7 @@ def check(tmp_path, *args, script=None, name="out"):
 
 
 @pytest.mark.parametrize("model,task", [("gpt2", "causal-lm"), ("bert", "seq-cls"),
-                                        ("llama", "causal-lm")])
+                                        ("llama", "causal-lm"), ("qwen3-moe", "causal-lm")])
 def test_model_zoo_passes(tmp_path, model, task):
     p, r, out = check(tmp_path, "--model", f"hf:{model}", "--task", task, "--steps", "3",
                       "--seq", "16")
