@@ -86,9 +86,10 @@ def _remap_device(dev, target):
 class _Recorder:
     """What one run records: step times, losses, per-step counters."""
 
-    def __init__(self, device, steps, count_ops, script=False):
+    def __init__(self, device, steps, count_ops, script=False, progress=None):
         self.device = device
         self.script = script
+        self.progress = progress
         self.steps = steps
         # The timed runs wait for each step's work at its end; the census
         # run does not, so its segments are the script's own.
@@ -149,6 +150,9 @@ class _Recorder:
                                     if v - self.fallbacks_last.get(k, 0)})
         self.fallbacks_last = fb
         self.stats_last = stats
+        if self.progress:  # the parent's progress bar reads the step count
+            with open(self.progress, "a") as f:
+                f.write(".")
         self.t_last = time.perf_counter()
         if len(self.step_times) >= self.steps:
             raise _Stop()
@@ -388,7 +392,7 @@ def _child(spec_path):
         except ImportError:
             pass
         rec = _Recorder(spec["device"], spec["steps"], spec["count_ops"],
-                        script=spec["kind"] == "script")
+                        script=spec["kind"] == "script", progress=spec.get("progress"))
         mode = _install_hooks(rec, spec["device"])
         import contextlib
 
@@ -444,21 +448,34 @@ def _child(spec_path):
 # ---------------------------------------------------------------- the parent
 
 
-def _run_child(spec, out_dir, name, env_extra, timeout):
-    spec = dict(spec, result=os.path.join(out_dir, name + ".json"))
+def _run_child(spec, out_dir, name, env_extra, timeout, on_step=None):
+    """Runs one case in a fresh process; `on_step(steps_done)` is called as
+    its steps finish (the child marks each in a progress file)."""
+    spec = dict(spec, result=os.path.join(out_dir, name + ".json"),
+                progress=os.path.join(out_dir, name + ".progress"))
     path = os.path.join(out_dir, name + ".spec.json")
     with open(path, "w") as f:
         json.dump(spec, f)
+    open(spec["progress"], "w").close()
     env = dict(os.environ, **env_extra)
     log = os.path.join(out_dir, name + ".log")
     t0 = time.perf_counter()
     with open(log, "w") as lf:
-        try:
-            p = subprocess.run([sys.executable, "-m", "tpuc.check", "--_child", path], env=env,
-                               stdout=lf, stderr=subprocess.STDOUT, timeout=timeout)
-            rc = p.returncode
-        except subprocess.TimeoutExpired:
-            rc = "timeout"
+        p = subprocess.Popen([sys.executable, "-m", "tpuc.check", "--_child", path], env=env,
+                             stdout=lf, stderr=subprocess.STDOUT)
+        rc, seen = None, -1
+        while rc is None:
+            try:
+                rc = p.wait(timeout=0.25)
+            except subprocess.TimeoutExpired:
+                if time.perf_counter() - t0 > timeout:
+                    p.kill()
+                    p.wait()
+                    rc = "timeout"
+            done = os.path.getsize(spec["progress"])
+            if on_step is not None and done != seen:
+                seen = done
+                on_step(done)
     try:
         with open(spec["result"]) as f:
             res = json.load(f)
@@ -467,6 +484,42 @@ def _run_child(spec, out_dir, name, env_extra, timeout):
     res["wall_seconds"] = time.perf_counter() - t0
     res["log"] = log
     return res
+
+
+class _Progress:
+    """The terminal's progress: on a terminal, one line redrawn with a bar
+    of all runs' steps; elsewhere (a log, CI) one line per finished run."""
+
+    def __init__(self, runs, steps, quiet):
+        self.n, self.steps, self.quiet = len(runs), steps, quiet
+        self.tty = sys.stdout.isatty() and not quiet
+        self.total = self.n * steps
+        self.before = 0
+
+    def start(self, k, title):
+        self.k, self.title = k, title
+        if self.tty:
+            self.step(0)
+        elif not self.quiet:
+            print(f"tpuc check [{k + 1}/{self.n}] {title} ...", end="", flush=True)
+
+    def step(self, done):
+        if not self.tty:
+            return
+        done = min(done, self.steps)
+        frac = (self.before + done) / max(self.total, 1)
+        bar = "#" * int(24 * frac) + "-" * (24 - int(24 * frac))
+        print(f"\rtpuc check [{bar}] run {self.k + 1}/{self.n} {self.title}: step {done}/{self.steps}"
+              "\033[K", end="", flush=True)
+
+    def end(self, r):
+        self.before += self.steps
+        if self.quiet:
+            return
+        if self.tty:
+            print("\r\033[K", end="")
+            print(f"tpuc check [{self.k + 1}/{self.n}] {self.title} ...", end="")
+        print(f" {'done' if r.get('ok') else 'FAILED'} ({r['wall_seconds']:.1f} s)", flush=True)
 
 
 def _close(a, b, rtol, atol):
@@ -865,13 +918,11 @@ def main(argv=None):
         titles["reference-real"] = f"reference at real sizes ({b}x{s})"
         titles["tpu-real"] = f"tpu at real sizes ({b}x{s})"
     results = {}
+    progress = _Progress(runs, args.steps, args.quiet)
     for k, (name, s, env) in enumerate(runs):
-        if not args.quiet:
-            print(f"tpuc check [{k + 1}/{len(runs)}] {titles[name]} ...", end="", flush=True)
-        results[name] = _run_child(s, out_dir, name, env, args.timeout)
-        if not args.quiet:
-            r = results[name]
-            print(f" {'done' if r.get('ok') else 'FAILED'} ({r['wall_seconds']:.1f} s)", flush=True)
+        progress.start(k, titles[name])
+        results[name] = _run_child(s, out_dir, name, env, args.timeout, progress.step)
+        progress.end(results[name])
     args.out_paths = {"tpu.logits": _logits_file(os.path.join(out_dir, "tpu.json")),
                       "reference.logits": _logits_file(os.path.join(out_dir, "reference.json"))}
     checks = _judge(results["reference"], results["tpu"], results["tpu-again"],
