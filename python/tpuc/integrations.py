@@ -18,6 +18,10 @@ runs on CUDA runs on tpu with no environment variable:
   their free memory (``torch.tpu.mem_get_info``), then the CPU;
 - ``pipeline()`` with no device, or an integer device, runs on tpu.
 
+And PyTorch's own FlexAttention (``torch.nn.attention.flex_attention``),
+which refuses devices outside a fixed list before it runs, takes tpu
+tensors (eager and compiled, forward and backward).
+
 Each change is applied when its module is first imported (an import hook
 installed by ``import torch``; ``TPUC_INTEGRATIONS=0`` turns it off), and
 decides at call time, so nothing changes where tpu is not the accelerator.
@@ -28,7 +32,9 @@ transformers asking ``torch.accelerator.current_accelerator()`` for the
 device (and ``torch.get_device_module(type)`` for ``mem_get_info``,
 ``is_bf16_supported`` and ``set_device``), and
 ``torch.distributed.Backend.default_device_backend_map`` for the process
-group backend, when none of their named devices is there.
+group backend, when none of their named devices is there; for
+FlexAttention, ``_validate_device`` accepting the PrivateUse1 backend
+(``torch._C._get_privateuse1_backend_name()``).
 """
 
 import importlib
@@ -205,7 +211,27 @@ def _patch_pipelines(base):
     cls.__init__ = __init__
 
 
+# ------------------------------ flex attention ------------------------------
+
+
+def _patch_flex_attention(fa):
+    """PyTorch's FlexAttention refuses every device but CUDA, CPU, XPU and
+    HPU before it runs; on tpu its eager path (the dense reference, backward
+    included) and its compiled path (torch.compile, the tpu backend) both
+    work, so tpu tensors pass the check."""
+    validate = fa._validate_device
+
+    def _validate_device(query, key, value):
+        if query.device.type == "tpu":
+            return None
+        return validate(query, key, value)
+
+    _validate_device.__wrapped__ = validate
+    fa._validate_device = _validate_device
+
+
 _PATCHES = {
+    "torch.nn.attention.flex_attention": _patch_flex_attention,
     "accelerate.state": _patch_accelerate_state,
     "accelerate.utils.modeling": _patch_accelerate_modeling,
     "transformers.training_args": _patch_training_args,
@@ -286,6 +312,13 @@ def accelerate():
     """Teaches accelerate (``PartialState``, ``get_max_memory``) about tpu
     now. Idempotent."""
     _import_and_apply(["accelerate.state", "accelerate.utils.modeling"])
+
+
+def flex_attention():
+    """Lets ``torch.nn.attention.flex_attention`` (and transformers'
+    ``attn_implementation="flex_attention"``) take tpu tensors now.
+    Idempotent."""
+    _import_and_apply(["torch.nn.attention.flex_attention"])
 
 
 def transformers():

@@ -1,8 +1,8 @@
 """What transformers runs differently on accelerators than on the CPU:
 grouped matrix products and histograms of integer expert ids (its default
-"grouped_mm" experts), bincount, SDPA's backend selections, static and sliding-window
-caches. Each runs natively on tpu (no CPU fallback) and agrees with the
-CPU."""
+"grouped_mm" experts), bincount, SDPA's backend selections, FlexAttention,
+static and sliding-window caches. Each runs natively on tpu (no CPU
+fallback) and agrees with the CPU."""
 
 import pytest
 import torch
@@ -231,6 +231,62 @@ def test_sdpa_backend_selections_run_natively(dt):
             out = F.scaled_dot_product_attention(*_tpu(q, k, v), attn_mask=mask.to("tpu"), enable_gqa=True)
         torch.testing.assert_close(out.cpu(), ref, atol=TOL[dt] * 5, rtol=TOL[dt] * 5)
     assert tpuc.fallback_report() == {}
+
+
+def test_flex_attention_on_tpu():
+    # PyTorch's FlexAttention refuses devices outside its list;
+    # tpuc.integrations lets tpu tensors through, and both its paths run
+    # natively: eager (the dense reference) and compiled, with a block mask
+    # built on tpu, a score_mod, and gradients.
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+    g = torch.Generator().manual_seed(5)
+    q, k, v = (torch.randn(2, 4, 128, 16, generator=g) for _ in range(3))
+    causal = lambda b, h, qi, ki: qi >= ki
+    bias = lambda s, b, h, qi, ki: s + (qi - ki) * 0.01
+    # The same attention written out on the CPU, for values and gradients.
+    qc, kc, vc = (x.clone().requires_grad_() for x in (q, k, v))
+    i = torch.arange(128)
+    s = qc @ kc.transpose(-1, -2) / 4.0 + (i[:, None] - i[None, :]) * 0.01
+    ref = s.masked_fill(i[:, None] < i[None, :], float("-inf")).softmax(-1) @ vc
+    ref.sum().backward()
+    mask = create_block_mask(causal, 2, 4, 128, 128, device="tpu")
+    tpuc.fallback_reset()
+    for run in (flex_attention, torch.compile(flex_attention)):
+        qt, kt, vt = (x.to("tpu").requires_grad_() for x in (q, k, v))
+        out = run(qt, kt, vt, score_mod=bias, block_mask=mask)
+        out.sum().backward()
+        torch.testing.assert_close(out.detach().cpu(), ref.detach(), atol=1e-5, rtol=1e-5)
+        for a, b in ((qt, qc), (kt, kc), (vt, vc)):
+            torch.testing.assert_close(a.grad.cpu(), b.grad, atol=1e-5, rtol=1e-4)
+    assert tpuc.fallback_report() == {}
+
+
+def test_transformers_flex_attention_trains_like_sdpa():
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    cfg = AutoConfig.for_model("llama", vocab_size=96, hidden_size=32, intermediate_size=48,
+                               num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                               max_position_embeddings=64)
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(cfg, attn_implementation="sdpa")
+    ids = torch.randint(0, 96, (2, 12), generator=torch.Generator().manual_seed(6))
+    am = torch.ones(2, 12, dtype=torch.long)
+    am[0, :3] = 0  # left padding
+    ref = model(ids, attention_mask=am, labels=ids)
+    ref.loss.backward()
+    grads = {n: p.grad.clone() for n, p in model.named_parameters()}
+    model.zero_grad()
+    model.set_attn_implementation("flex_attention")  # refused for tpu without tpuc
+    model.to("tpu")
+    tpuc.fallback_reset()
+    out = model(ids.to("tpu"), attention_mask=am.to("tpu"), labels=ids.to("tpu"))
+    out.loss.backward()
+    assert tpuc.fallback_report() == {}
+    torch.testing.assert_close(out.logits.cpu()[1], ref.logits[1], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(out.loss.cpu(), ref.loss, atol=1e-5, rtol=1e-5)
+    for n, p in model.named_parameters():
+        torch.testing.assert_close(p.grad.cpu(), grads[n], atol=1e-5, rtol=1e-4, msg=n)
 
 
 def _moe_config(arch):
