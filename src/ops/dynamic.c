@@ -232,18 +232,10 @@ static tpuc_status* unpermute(op_ctx* c, tpuc_hlo_value g, tpuc_hlo_value perm,
   TRY(tpuc_hlo_region_create(c->module, two, 2, &body));
   TRY(tpuc_hlo_get_arg(body, 1, &upd));
   TRY(tpuc_hlo_return(body, &upd, 1));
-  int64_t pdims[2] = {n, 1}, inserted = 0, map = 0;
+  int64_t pdims[2] = {n, 1};
   TRY(tpuc_hlo_reshape(c->fn, perm, pdims, 2, &at));
   TRY(op_const(c, TPUC_DTYPE_S64, 0, &gt, &zeros));
-  tpuc_hlo_scatter_dims d;
-  memset(&d, 0, sizeof d);
-  d.inserted_window_dims = &inserted;
-  d.num_inserted_window_dims = 1;
-  d.scatter_dims_to_operand_dims = &map;
-  d.num_scatter_dims_to_operand_dims = 1;
-  d.index_vector_dim = 1;
-  d.unique_indices = true;
-  return tpuc_hlo_scatter(c->fn, &zeros, 1, at, &g, &d, body, out);
+  return op_scatter_first(c->fn, zeros, at, g, body, true, out);
 }
 
 /* Rows `idx` (s64[m]) of the [s, r] matrix `x`: [m, r]. */
@@ -581,18 +573,11 @@ static tpuc_status* lower_bincount(op_ctx* c, int param) {
   } else {
     TRY(op_const(c, od, 1, &nt, &upd));
   }
-  int64_t col[2] = {n, 1}, inserted = 0, map = 0;
+  int64_t col[2] = {n, 1};
   TRY(tpuc_hlo_reshape(c->fn, x, col, 2, &idx));
   tpuc_hlo_fn* add = NULL;
   TRY(tpuc_hlo_region_binary(c->module, od, TPUC_HLO_ADD, &add));
-  tpuc_hlo_scatter_dims d;
-  memset(&d, 0, sizeof d);
-  d.inserted_window_dims = &inserted;
-  d.num_inserted_window_dims = 1;
-  d.scatter_dims_to_operand_dims = &map;
-  d.num_scatter_dims_to_operand_dims = 1;
-  d.index_vector_dim = 1;
-  return tpuc_hlo_scatter(c->fn, &zeros, 1, idx, &upd, &d, add, &c->outs[0]);
+  return op_scatter_first(c->fn, zeros, idx, upd, add, false, &c->outs[0]);
 }
 
 const op_entry op_table_dynamic[] = {

@@ -107,6 +107,28 @@ tpuc_status* op_scalar(op_ctx* c, int i, tpuc_dtype dtype,
   return splat(c, x, shape, out);
 }
 
+tpuc_status* op_scatter_first(tpuc_hlo_fn* fn, tpuc_hlo_value into,
+                              tpuc_hlo_value idx, tpuc_hlo_value upd,
+                              tpuc_hlo_fn* body, bool unique,
+                              tpuc_hlo_value* out) {
+  tpuc_hlo_type t, it;
+  TRY(tpuc_hlo_value_type(fn, into, &t));
+  TRY(tpuc_hlo_value_type(fn, idx, &it));
+  int64_t win[TPUC_MAX_RANK], inserted = 0, map = 0;
+  for (int d = 1; d < t.rank; d++) win[d - 1] = it.rank + d - 2;
+  tpuc_hlo_scatter_dims sd;
+  memset(&sd, 0, sizeof sd);
+  sd.update_window_dims = win;
+  sd.num_update_window_dims = (size_t)(t.rank - 1);
+  sd.inserted_window_dims = &inserted;
+  sd.num_inserted_window_dims = 1;
+  sd.scatter_dims_to_operand_dims = &map;
+  sd.num_scatter_dims_to_operand_dims = 1;
+  sd.index_vector_dim = it.rank - 1;
+  sd.unique_indices = unique;
+  return tpuc_hlo_scatter(fn, &into, 1, idx, &upd, &sd, body, out);
+}
+
 tpuc_status* op_gather_elements(tpuc_hlo_fn* fn, tpuc_hlo_value flat,
                                 tpuc_hlo_value idx, tpuc_hlo_value* out) {
   tpuc_hlo_type it;

@@ -160,24 +160,13 @@ static V take(em* e, V x, V idx) {
 /* Adds the [P, ...] updates into `into` at the first-dimension indices
  * idx (s64[P, 1]). */
 static V scatter_add(em* e, V into, V idx, V upd) {
-  tpuc_hlo_type t = e_type(e, into);
-  int64_t win[TPUC_MAX_RANK], inserted = 0, map = 0;
-  for (int d = 1; d < t.rank; d++) win[d - 1] = d;
-  tpuc_hlo_scatter_dims sd;
-  memset(&sd, 0, sizeof sd);
-  sd.update_window_dims = win;
-  sd.num_update_window_dims = (size_t)(t.rank - 1);
-  sd.inserted_window_dims = &inserted;
-  sd.num_inserted_window_dims = 1;
-  sd.scatter_dims_to_operand_dims = &map;
-  sd.num_scatter_dims_to_operand_dims = 1;
-  sd.index_vector_dim = 1;
+  tpuc_dtype dt = e_type(e, into).dtype;
   tpuc_hlo_fn* add = NULL;
   V r = -1;
   if (e->st == NULL)
-    em_keep(e, tpuc_hlo_region_binary(e->c->module, t.dtype, TPUC_HLO_ADD, &add));
+    em_keep(e, tpuc_hlo_region_binary(e->c->module, dt, TPUC_HLO_ADD, &add));
   if (e->st == NULL)
-    em_keep(e, tpuc_hlo_scatter(e->fn, &into, 1, idx, &upd, &sd, add, &r));
+    em_keep(e, op_scatter_first(e->fn, into, idx, upd, add, false, &r));
   return r;
 }
 
@@ -238,6 +227,22 @@ static V grouped_contraction_tiled(em* e, V x, V w, V offs, int64_t m,
   tpuc_hlo_type ot = tpuc_hlo_type_make(acc, od, 3);
   /* Masked-out segments add zeros to their (clamped) group. */
   return scatter_add(e, m_const(e, acc, 0, &ot), m_reshape(e, grp, col, 2), y);
+}
+
+/* The dense lowering of a 3-D operand against a split 2-D one: y = x . w
+ * (contracting x's lc with w's rc; y of shape ydims, the group dimension
+ * ydims[gdim]), each position kept where the mask of its group holds
+ * (the [G, len] mask broadcast to y by `map`), summed over the groups. */
+static V dense_keep(em* e, V x, V w, int64_t lc, int64_t rc, V offs,
+                    const int64_t* ydims, const int64_t* map, int64_t gdim,
+                    tpuc_dtype acc, tpuc_hlo_precision prec) {
+  tpuc_hlo_dot_dims dd = {NULL, NULL, 0, &lc, &rc, 1, acc, prec};
+  V y = -1;
+  if (e->st == NULL) em_keep(e, tpuc_hlo_dot_general(e->fn, x, w, &dd, &y));
+  V mask = group_mask(e, offs, ydims[gdim], ydims[map[1]]);
+  V mk = m_bcast(e, mask, ydims, 3, map);
+  tpuc_hlo_type yt = tpuc_hlo_type_make(acc, ydims, 3);
+  return m_sum(e, SEL(mk, y, m_const(e, acc, 0, &yt)), gdim);
 }
 
 /* PyTorch's C++ name of a dtype in "expected m1 and m2 ..." messages. */
@@ -319,26 +324,12 @@ static tpuc_status* lower_grouped_mm(op_ctx* c, int param) {
                            b.dims[2], acc, prec);
   } else if (a2 && !b2) {
     /* [M, K] x [G, K, N]: y[M, G, N], keep each row's own group. */
-    int64_t m = a.dims[0], n = b.dims[2], lc = 1, rc = 1;
-    tpuc_hlo_dot_dims dd = {NULL, NULL, 0, &lc, &rc, 1, acc, prec};
-    V y = -1;
-    if (e->st == NULL) em_keep(e, tpuc_hlo_dot_general(e->fn, x, w, &dd, &y));
-    V mask = group_mask(e, c->vals[2], groups, m); /* [G, M] */
-    int64_t ydims[3] = {m, groups, n}, map[2] = {1, 0};
-    V mk = m_bcast(e, mask, ydims, 3, map);
-    tpuc_hlo_type yt = tpuc_hlo_type_make(acc, ydims, 3);
-    r = m_sum(e, SEL(mk, y, m_const(e, acc, 0, &yt)), 1);
+    int64_t ydims[3] = {a.dims[0], groups, b.dims[2]}, map[2] = {1, 0};
+    r = dense_keep(e, x, w, 1, 1, c->vals[2], ydims, map, 1, acc, prec);
   } else if (!a2 && b2) {
     /* [G, M, K] x [K, N]: y[G, M, N], keep each column's own group. */
-    int64_t m = a.dims[1], n = b.dims[1], lc = 2, rc = 0;
-    tpuc_hlo_dot_dims dd = {NULL, NULL, 0, &lc, &rc, 1, acc, prec};
-    V y = -1;
-    if (e->st == NULL) em_keep(e, tpuc_hlo_dot_general(e->fn, x, w, &dd, &y));
-    V mask = group_mask(e, c->vals[2], groups, n); /* [G, N] */
-    int64_t ydims[3] = {groups, m, n}, map[2] = {0, 2};
-    V mk = m_bcast(e, mask, ydims, 3, map);
-    tpuc_hlo_type yt = tpuc_hlo_type_make(acc, ydims, 3);
-    r = m_sum(e, SEL(mk, y, m_const(e, acc, 0, &yt)), 0);
+    int64_t ydims[3] = {groups, a.dims[1], b.dims[1]}, map[2] = {0, 2};
+    r = dense_keep(e, x, w, 2, 0, c->vals[2], ydims, map, 0, acc, prec);
   } else {
     /* [M, K1] x [K2, N]: offs splits the contraction; a part of one
      * operand past the other's length is never in a group the CPU can
@@ -554,25 +545,7 @@ static tpuc_status* lower_histc(op_ctx* c, int param) {
   tpuc_hlo_type ht = tpuc_hlo_type_make(TPUC_DTYPE_S64, &nb1, 1);
   V zeros = m_const(e, TPUC_DTYPE_S64, 0, &ht);
   V ones = m_const(e, TPUC_DTYPE_S64, 1, &st);
-  tpuc_hlo_fn* add = NULL;
-  if (e->st == NULL)
-    em_keep(e, tpuc_hlo_region_binary(c->module, TPUC_DTYPE_S64,
-                                      TPUC_HLO_ADD, &add));
-  int64_t inserted = 0, map = 0;
-  tpuc_hlo_scatter_dims sd;
-  memset(&sd, 0, sizeof sd);
-  sd.inserted_window_dims = &inserted;
-  sd.num_inserted_window_dims = 1;
-  sd.scatter_dims_to_operand_dims = &map;
-  sd.num_scatter_dims_to_operand_dims = 1;
-  sd.index_vector_dim = 1;
-  V counts = -1, cut = -1;
-  if (n == 0) {
-    counts = zeros;
-  } else if (e->st == NULL) {
-    em_keep(e, tpuc_hlo_scatter(e->fn, &zeros, 1, idx, &ones, &sd, add,
-                                &counts));
-  }
+  V counts = n == 0 ? zeros : scatter_add(e, zeros, idx, ones), cut = -1;
   int64_t start = 0;
   if (e->st == NULL)
     em_keep(e, tpuc_hlo_slice(e->fn, counts, &start, &bins, NULL, &cut));

@@ -155,6 +155,13 @@ tpuc_status* op_scalar(op_ctx* c, int i, tpuc_dtype dtype,
  * (shape [batch..., 1], in range); the result has the batch shape. */
 tpuc_status* op_gather_elements(tpuc_hlo_fn* fn, tpuc_hlo_value flat,
                                 tpuc_hlo_value idx, tpuc_hlo_value* out);
+/* `into` with `upd` combined by `body` into its slices along dim 0 at the
+ * s64 indices `idx` (shape [batch..., 1]); upd is [batch..., into's other
+ * dims...]. `unique`: no index repeats. */
+tpuc_status* op_scatter_first(tpuc_hlo_fn* fn, tpuc_hlo_value into,
+                              tpuc_hlo_value idx, tpuc_hlo_value upd,
+                              tpuc_hlo_fn* body, bool unique,
+                              tpuc_hlo_value* out);
 /* x[..., idx[j], ...]: slices of `x` (type `xt`) along `dim` at the s64
  * indices `idx` (shape [m, 1], in range); dim's size becomes m. */
 tpuc_status* op_take_along(tpuc_hlo_fn* fn, tpuc_hlo_value x,
