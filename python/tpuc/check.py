@@ -1,8 +1,7 @@
 """``tpuc check``: does my model run on tpu, correctly, repeatably, and how
 fast. The porting method TorchTPU's release recommends, as a tool: run a
 small case on tpu and on a reference device (the CPU, or CUDA with
-``--reference cuda``), then judge each
-question separately, with evidence:
+``--reference cuda``), then judge each question separately, with evidence:
 
 - **runs**: both runs finish their steps, and the tpu run used tpu;
 - **agreement**: each step's loss (and, for ``--model``, the first
@@ -32,11 +31,11 @@ run's device (``tpu``, or the reference's); in the tpu run
 (``synchronize``, ``manual_seed``, ``device_count``, memory statistics) act
 on tpu and ``torch.autocast("cuda")`` autocasts on tpu, so a script that
 picks ``"cuda" if torch.cuda.is_available() else "cpu"`` runs on tpu. Each
-``optimizer.step()`` is a
-step (the run stops after ``--steps``), and each ``loss.backward()`` records
-its loss. ``--model`` builds a Hugging Face model from a config (a local
-folder with ``config.json``, or one of the built-in tiny configs: gpt2,
-bert, llama, qwen3-moe) with random weights and trains it with AdamW on random tokens.
+``optimizer.step()`` is a step (the run stops after ``--steps``), and each
+``loss.backward()`` records its loss. ``--model`` builds a Hugging Face
+model from a config (a local folder with ``config.json``, or one of the
+built-in tiny configs: gpt2, bert, llama, qwen3-moe) with random weights and
+trains it with AdamW on random tokens.
 
 Writes ``report.json`` (for CI), ``report.md`` and a self-contained
 ``report.html`` (plots as inline SVG) under ``--out``; exits 1 when a check

@@ -203,7 +203,8 @@ static V grouped_rows_tiled(em* e, V x, V w, V offs, int64_t m, int64_t k,
 
 /* Tiled 2-D x 2-D: [M, K] x [K, N] with K split by offs: each segment's
  * tile of the contraction, masked, gives a partial [M, N] added into its
- * group's result (rows past the last group go to a dropped extra one). */
+ * group's result (a segment past the last group is all masked: it adds
+ * zeros). */
 static V grouped_contraction_tiled(em* e, V x, V w, V offs, int64_t m,
                                    int64_t k, int64_t groups, int64_t n,
                                    tpuc_dtype dt, tpuc_dtype acc,
