@@ -567,7 +567,12 @@ def train(rank, size, model="gpt2", mode="ddp", steps=5, tp=1, mixed=False, resh
     for i, (a, b) in enumerate(zip(mean, ref_losses)):
         if abs(a - b) > atol + rtol * abs(b):
             raise AssertionError(f"{model} {mode} step {i}: loss {a} against {b} on one device")
-    _close_states(_full_state(m), ref_state, *((5e-2, 5e-2) if mixed else (1e-4, 1e-3)), what=f"{model} {mode}")
+    # Parameters after 5 AdamW steps at lr 1e-2: Adam divides by the root of
+    # the squared gradients, so a weight whose gradient is near zero moves
+    # on the rounding of its gradient, which differs between CPU kinds
+    # (1.4e-4 on an AVX-512 Xeon, under 1e-4 on an EPYC); a wrong reduction
+    # is off by ~1e-2.
+    _close_states(_full_state(m), ref_state, *((5e-2, 5e-2) if mixed else (5e-4, 1e-3)), what=f"{model} {mode}")
     return mean
 
 
