@@ -79,6 +79,12 @@ static inline V e_splat(em* e, V k, V like) {
   return r;
 }
 
+static inline V e_reshape(em* e, V x, const int64_t* dims, int rank) {
+  V r = -1;
+  if (e->st == NULL) em_keep(e, tpuc_hlo_reshape(e->fn, x, dims, rank, &r));
+  return r;
+}
+
 /* Shorthands for formulas written with an emitter named `e`. */
 #define ADD(a, b) e_bin(e, TPUC_HLO_ADD, a, b)
 #define SUB(a, b) e_bin(e, TPUC_HLO_SUB, a, b)

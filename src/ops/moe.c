@@ -34,21 +34,21 @@ static V m_bcast(em* e, V x, const int64_t* dims, int rank,
   return r;
 }
 
-static V m_reshape(em* e, V x, const int64_t* dims, int rank) {
+/* x reduced with `op` over `dim`, from the rank-0 `init`. */
+static V m_reduce(em* e, V x, int64_t dim, tpuc_hlo_binary_op op, V init) {
+  tpuc_dtype dt = e_type(e, x).dtype;
+  tpuc_hlo_fn* body = NULL;
   V r = -1;
-  if (e->st == NULL) em_keep(e, tpuc_hlo_reshape(e->fn, x, dims, rank, &r));
+  if (e->st == NULL)
+    em_keep(e, tpuc_hlo_region_binary(e->c->module, dt, op, &body));
+  if (e->st == NULL)
+    em_keep(e, tpuc_hlo_reduce(e->fn, &x, &init, 1, &dim, 1, body, &r));
   return r;
 }
 
 static V m_sum(em* e, V x, int64_t dim) {
-  tpuc_dtype dt = e_type(e, x).dtype;
-  tpuc_hlo_fn* body = NULL;
-  V zero = m_const(e, dt, 0, NULL), r = -1;
-  if (e->st == NULL)
-    em_keep(e, tpuc_hlo_region_binary(e->c->module, dt, TPUC_HLO_ADD, &body));
-  if (e->st == NULL)
-    em_keep(e, tpuc_hlo_reduce(e->fn, &x, &zero, 1, &dim, 1, body, &r));
-  return r;
+  return m_reduce(e, x, dim, TPUC_HLO_ADD,
+                  m_const(e, e_type(e, x).dtype, 0, NULL));
 }
 
 /* ------------------------------ _grouped_mm ------------------------------ */
@@ -122,7 +122,7 @@ static void segments(em* e, V offs, int64_t groups, int64_t len,
   V t = DIV(sorted, m_const(e, TPUC_DTYPE_S64, (double)tile, &ptt));
   t = e_bin(e, TPUC_HLO_MIN, t, m_const(e, TPUC_DTYPE_S64, (double)(nb - 1), &ptt));
   int64_t col[2] = {p, 1};
-  *tile_idx = m_reshape(e, t, col, 2);
+  *tile_idx = e_reshape(e, t, col, 2);
   /* group of the segment: the number of group ends at or before its start */
   V sb = m_bcast(e, sorted, pg, 2, &zero), eb = m_bcast(e, ends, pg, 2, &one);
   V g = m_sum(e, e_cvt(e, LE(eb, sb), TPUC_DTYPE_S64), 1);
@@ -181,8 +181,8 @@ static V grouped_rows_tiled(em* e, V x, V w, V offs, int64_t m, int64_t k,
   V tidx, mask, grp;
   segments(e, offs, groups, m, tile, nb, &tidx, &mask, &grp);
   int64_t xt3[3] = {nb, tile, k}, col[2] = {p, 1};
-  V xb = take(e, m_reshape(e, pad_to(e, x, 0, nb * tile), xt3, 3), tidx);
-  V wg = take(e, w, m_reshape(e, grp, col, 2)); /* [P, K, N] */
+  V xb = take(e, e_reshape(e, pad_to(e, x, 0, nb * tile), xt3, 3), tidx);
+  V wg = take(e, w, e_reshape(e, grp, col, 2)); /* [P, K, N] */
   int64_t batch = 0, lc = 2, rc = 1;
   tpuc_hlo_dot_dims dd = {&batch, &batch, 1, &lc, &rc, 1, acc, prec};
   V y = -1; /* [P, T, N] */
@@ -194,7 +194,7 @@ static V grouped_rows_tiled(em* e, V x, V w, V offs, int64_t m, int64_t k,
   tpuc_hlo_type ot = tpuc_hlo_type_make(acc, od, 3);
   V out = scatter_add(e, m_const(e, acc, 0, &ot), tidx, y);
   int64_t flat[2] = {nb * tile, n}, z2[2] = {0, 0}, lim[2] = {m, n};
-  out = m_reshape(e, out, flat, 2);
+  out = e_reshape(e, out, flat, 2);
   V r = -1;
   if (e->st == NULL)
     em_keep(e, tpuc_hlo_slice(e->fn, out, z2, lim, NULL, &r));
@@ -213,10 +213,10 @@ static V grouped_contraction_tiled(em* e, V x, V w, V offs, int64_t m,
   V tidx, mask, grp;
   segments(e, offs, groups, k, tile, nb, &tidx, &mask, &grp);
   int64_t a3[3] = {m, nb, tile}, perm[3] = {1, 0, 2}, b3[3] = {nb, tile, n};
-  V xa = m_reshape(e, pad_to(e, x, 1, nb * tile), a3, 3), xt = -1;
+  V xa = e_reshape(e, pad_to(e, x, 1, nb * tile), a3, 3), xt = -1;
   if (e->st == NULL) em_keep(e, tpuc_hlo_transpose(e->fn, xa, perm, &xt));
   V xb = take(e, xt, tidx);                                   /* [P, M, T] */
-  V wb = take(e, m_reshape(e, pad_to(e, w, 0, nb * tile), b3, 3), tidx);
+  V wb = take(e, e_reshape(e, pad_to(e, w, 0, nb * tile), b3, 3), tidx);
   int64_t xd[3] = {p, m, tile}, mmap[2] = {0, 2};
   tpuc_hlo_type xz = tpuc_hlo_type_make(dt, xd, 3);
   xb = SEL(m_bcast(e, mask, xd, 3, mmap), xb, m_const(e, dt, 0, &xz));
@@ -227,7 +227,7 @@ static V grouped_contraction_tiled(em* e, V x, V w, V offs, int64_t m,
   int64_t od[3] = {groups, m, n}, col[2] = {p, 1};
   tpuc_hlo_type ot = tpuc_hlo_type_make(acc, od, 3);
   /* Masked-out segments add zeros to their (clamped) group. */
-  return scatter_add(e, m_const(e, acc, 0, &ot), m_reshape(e, grp, col, 2), y);
+  return scatter_add(e, m_const(e, acc, 0, &ot), e_reshape(e, grp, col, 2), y);
 }
 
 /* The dense lowering of a 3-D operand against a split 2-D one: y = x . w
@@ -443,14 +443,12 @@ static tpuc_status* lower_histc(op_ctx* c, int param) {
    * step as the CPU's Half arithmetic); integers in s64. */
   tpuc_dtype ct = flt ? op_accumulation_dtype(dt) : TPUC_DTYPE_S64;
   em ee = em_of(c), *e = &ee;
-  V x = m_reshape(e, c->vals[0], &n, 1);
+  V x = e_reshape(e, c->vals[0], &n, 1);
   V xc = e_cvt(e, x, ct);
   tpuc_hlo_type nt = tpuc_hlo_type_make(ct, &n, 1);
   V lo, hi;
   if (from_data) {
     /* The data's min and max (NaN propagates: the check below raises). */
-    tpuc_hlo_fn* mn = NULL, *mx = NULL;
-    int64_t d0 = 0;
     V init_lo = -1, init_hi = -1;
     if (flt) {
       init_lo = m_const(e, ct, INFINITY, NULL);
@@ -460,15 +458,8 @@ static tpuc_status* lower_histc(op_ctx* c, int param) {
       if (e->st == NULL)
         em_keep(e, tpuc_hlo_constant_i64(e->fn, ct, INT64_MIN, &init_hi));
     }
-    if (e->st == NULL)
-      em_keep(e, tpuc_hlo_region_binary(c->module, ct, TPUC_HLO_MIN, &mn));
-    if (e->st == NULL)
-      em_keep(e, tpuc_hlo_region_binary(c->module, ct, TPUC_HLO_MAX, &mx));
-    lo = hi = -1;
-    if (e->st == NULL)
-      em_keep(e, tpuc_hlo_reduce(e->fn, &xc, &init_lo, 1, &d0, 1, mn, &lo));
-    if (e->st == NULL)
-      em_keep(e, tpuc_hlo_reduce(e->fn, &xc, &init_hi, 1, &d0, 1, mx, &hi));
+    lo = m_reduce(e, xc, 0, TPUC_HLO_MIN, init_lo);
+    hi = m_reduce(e, xc, 0, TPUC_HLO_MAX, init_hi);
     if (flt) {
       /* NaN anywhere: min/max reduce bodies drop it; count it instead. */
       V nan = m_sum(e, e_cvt(e, NE(xc, xc), TPUC_DTYPE_S32), 0);
@@ -541,7 +532,7 @@ static tpuc_status* lower_histc(op_ctx* c, int param) {
   /* Elements not counted go to an extra bin that is cut off. */
   pos = SEL(in, pos, m_const(e, TPUC_DTYPE_S64, (double)bins, &st));
   int64_t col[2] = {n, 1};
-  V idx = m_reshape(e, pos, col, 2);
+  V idx = e_reshape(e, pos, col, 2);
   int64_t nb1 = bins + 1;
   tpuc_hlo_type ht = tpuc_hlo_type_make(TPUC_DTYPE_S64, &nb1, 1);
   V zeros = m_const(e, TPUC_DTYPE_S64, 0, &ht);

@@ -1184,7 +1184,6 @@ static const double NDTRI_Q2[9] = {
     3.28014464682127739104E-4, 2.89247864745380683936E-6,
     6.79019408009981274425E-9};
 
-static V e_reshape(em* e, V x, const int64_t* dims, int rank);
 
 /* ---------------------- erfcx, log_ndtr, ndtri, airy_ai ------------------ */
 
@@ -1809,12 +1808,6 @@ static V e_put1(em* e, V flat, V idx, V upd, int op) {
   tpuc_hlo_fn* body = e_body(e, e_type(e, flat).dtype, op, false);
   if (e->st == NULL)
     em_keep(e, tpuc_hlo_scatter(e->fn, &flat, 1, ix, &upd, &s, body, &r));
-  return r;
-}
-
-static V e_reshape(em* e, V x, const int64_t* dims, int rank) {
-  V r = -1;
-  if (e->st == NULL) em_keep(e, tpuc_hlo_reshape(e->fn, x, dims, rank, &r));
   return r;
 }
 
