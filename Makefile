@@ -26,13 +26,17 @@
 #   make format         clang-format -i over the C/C++ sources
 #   make clean          remove the build trees (make distclean: and .venv)
 #
-# Variables: JOBS (parallel build jobs, 2), FUZZ_SECONDS (60 per target),
-#   FUZZ_FLAGS (extra libFuzzer flags), CTEST_ARGS (extra ctest args).
+# Variables: JOBS (parallel build jobs, 2), TEST_JOBS (processes the Python
+#   tests and the conformance check run in: the cores, at most 4; the tests
+#   are compile-bound and single-threaded), FUZZ_SECONDS (60 per target),
+#   FUZZ_FLAGS (extra libFuzzer flags), CTEST_ARGS (extra ctest args),
+#   PYTEST_ARGS (extra pytest args).
 
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 
 JOBS ?= 2
+TEST_JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ "$$n" -gt 4 ] && n=4; echo $$n)
 FUZZ_SECONDS ?= 60
 FUZZ_FLAGS ?=
 CTEST_ARGS ?=
@@ -40,7 +44,7 @@ PYTHON := .venv/bin/python
 BENCH_RESULTS := bench/results
 FORMAT_DIRS := include src tests fuzz bench demo bindings
 
-export JOBS FUZZ_SECONDS FUZZ_FLAGS
+export JOBS TEST_JOBS FUZZ_SECONDS FUZZ_FLAGS
 
 .PHONY: all build setup demo test test-c test-py test-conformance \
 	conformance-report test-asan test-fuzz test-upstream bench \
@@ -69,7 +73,7 @@ test-c: build
 
 # The PyTorch device (torch + the binding built by `make build`).
 test-py: build
-	$(PYTHON) -m pytest tests/python -q -p no:cacheprovider $(PYTEST_ARGS)
+	$(PYTHON) -m pytest tests/python -q -p no:cacheprovider -n $(TEST_JOBS) --dist loadfile $(PYTEST_ARGS)
 
 # OpInfo conformance against the committed report: fails when a pair that
 # passed there no longer passes (or no longer passes natively). The report
@@ -78,11 +82,11 @@ test-py: build
 # OpInfo set: every pair strict mode passes must pass when its ops are
 # recorded and run as fused segments.
 test-conformance: build
-	$(PYTHON) tests/conformance/opinfo.py --mode fused --check tests/conformance/report.json
+	$(PYTHON) tests/conformance/opinfo.py --mode fused --jobs $(TEST_JOBS) --check tests/conformance/report.json
 
 # Rewrites the committed conformance report from a fresh run.
 conformance-report: build
-	$(PYTHON) tests/conformance/opinfo.py --out tests/conformance/report.json
+	$(PYTHON) tests/conformance/opinfo.py --jobs $(TEST_JOBS) --out tests/conformance/report.json
 
 test-asan:
 	scripts/setup.sh build-asan -DTPUC_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug

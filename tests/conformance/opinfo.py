@@ -16,12 +16,19 @@ Usage:
 Each pair is also run backward where the OpInfo supports autograd for that
 dtype: input gradients for random cotangents, tpu against CPU, recorded in
 results_backward / summary_backward.
+
+--jobs N runs the pairs in N processes (every N-th pair each) and merges
+their results. Each pair draws its samples right after torch.manual_seed(0),
+so its inputs do not depend on which pairs ran before it, or in which
+process.
 """
 
 import argparse
 import json
 import os
+import subprocess
 import sys
+import tempfile
 import time
 import warnings
 
@@ -286,17 +293,22 @@ def run_all(shard, num_shards, limit, only=None, backward=True):
     back = {}
     pairs = [(op, dt) for op in op_db for dt in sorted(op.supported_dtypes("cpu"), key=str)
              if not only or op.name in only]
-    pairs = pairs[shard::num_shards]
     if limit:
         pairs = pairs[:limit]
+    pairs = pairs[shard::num_shards]
     t0 = time.time()
     for i, (op, dt) in enumerate(pairs):
         key = f"{op.name}{'.' + op.variant_test_name if op.variant_test_name else ''}|{str(dt).replace('torch.', '')}"
         if os.environ.get("TPUC_CONFORMANCE_TRACE"):
             print(f"  {key}", file=sys.stderr, flush=True)
+        # Seed 0, as each run below reseeds before its calls: a pair's
+        # samples were drawn from (nearly) this state when every pair ran
+        # in one process, one after the other.
+        torch.manual_seed(0)
         res, why = run_pair(op, dt)
         results[key] = {"result": res, **({"reason": why} if why else {})}
         if backward:
+            torch.manual_seed(0)
             res, why = run_backward(op, dt)
             if res is not None:
                 back[key] = {"result": res, **({"reason": why} if why else {})}
@@ -361,6 +373,28 @@ def check_against(before_all, results, only, label, rounding=None):
     return len(regressed), len(native_lost)
 
 
+def run_shards(args):
+    """Runs every args.jobs-th pair in each of args.jobs processes with the
+    same options and merges what they found."""
+    with tempfile.TemporaryDirectory(prefix="tpuc-opinfo-") as d:
+        own = ["--limit", str(args.limit), "--ops", args.ops, "--mode", args.mode]
+        if args.forward_only:
+            own.append("--forward-only")
+        procs = [subprocess.Popen([sys.executable, os.path.abspath(__file__), *own,
+                                   "--shard", f"{i}/{args.jobs}:{d}/{i}.json"])
+                 for i in range(args.jobs)]
+        codes = [p.wait() for p in procs]
+        if any(codes):
+            sys.exit(f"conformance: a shard process failed (exit codes {codes})")
+        results, back = {}, {}
+        for i in range(args.jobs):
+            with open(f"{d}/{i}.json") as f:
+                part = json.load(f)
+            results.update(part["results"])
+            back.update(part["results_backward"])
+    return results, back
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out")
@@ -372,14 +406,31 @@ def main():
     ap.add_argument("--mode", default="strict", choices=["debug", "strict", "fused"],
                     help="eager mode to run the device side in (the committed report is strict: "
                          "it measures each op's own lowering)")
+    ap.add_argument("--jobs", type=int, default=1, help="processes to run the pairs in")
+    ap.add_argument("--shard", help=argparse.SUPPRESS)  # "i/n:path", for --jobs
     args = ap.parse_args()
     torch.tpu.set_eager_mode(args.mode)
+    if args.mode == "fused":
+        # Each pair runs once: compile its segments at that first run
+        # (by default a segment's first run goes op by op), so a fused
+        # check tests the segment programs.
+        os.environ["TPUC_FUSE_AFTER"] = "1"
     # Fallbacks are counted per pair (tpuc.fallback_report()); their
     # once-per-op warnings would only flood the log.
     tpuc._C.set_fallback_mode("silent")
     t0 = time.time()
     only = set(filter(None, args.ops.split(",")))
-    results, back = run_all(0, 1, args.limit, only, backward=not args.forward_only)
+    if args.shard:
+        part, path = args.shard.split(":", 1)
+        i, n = map(int, part.split("/"))
+        results, back = run_all(i, n, args.limit, only, backward=not args.forward_only)
+        with open(path, "w") as f:
+            json.dump({"results": results, "results_backward": back}, f)
+        return
+    if args.jobs > 1:
+        results, back = run_shards(args)
+    else:
+        results, back = run_all(0, 1, args.limit, only, backward=not args.forward_only)
     if args.show:
         for k, v in sorted(results.items()):
             print(f"{v['result']:14s} {k:40s} {v.get('reason', '')}")
