@@ -139,6 +139,7 @@ py::dict fused_stats() {
   d["recompiles"] = s.recompiles;
   d["donated"] = s.donated;
   d["background"] = s.background;
+  d["by_ops"] = s.by_ops;
   d["compile_seconds"] = s.compile_seconds;
   py::dict why;
   for (int r = 0; r < TPUC_FUSED_REASONS; r++)
@@ -152,7 +153,7 @@ py::list fused_events() {
   size_t n = tpuc_fused_events(ev.data(), ev.size());
   static const char* kSource[] = {"program table", "compiled",
                                   "compile cache (memory)",
-                                  "compile cache (disk)"};
+                                  "compile cache (disk)", "op by op"};
   py::list out;
   for (size_t i = 0; i < n; i++) {
     py::dict d;
@@ -160,7 +161,7 @@ py::list fused_events() {
     d["ops"] = ev[i].ops;
     d["outputs"] = ev[i].outputs;
     d["ran"] = !ev[i].dropped;
-    d["program"] = ev[i].dropped ? "" : kSource[ev[i].source & 3];
+    d["program"] = ev[i].dropped ? "" : kSource[ev[i].source >= 0 && ev[i].source <= 4 ? ev[i].source : 1];
     d["seconds"] = ev[i].seconds;
     d["background"] = ev[i].background;
     d["first_op"] = ev[i].first_op;

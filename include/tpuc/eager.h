@@ -88,6 +88,8 @@ typedef struct tpuc_fused_stats {
   uint64_t donated;          /* inputs whose memory an output reused */
   uint64_t background;       /* segments compiled and run on the background
                                 thread (step boundaries, size limit) */
+  uint64_t by_ops;           /* segments run op by op: their first runs
+                                (TPUC_FUSE_AFTER) */
   double compile_seconds;
   uint64_t by_reason[TPUC_FUSED_REASONS];
 } tpuc_fused_stats;
@@ -98,6 +100,8 @@ void tpuc_fused_get_stats(tpuc_fused_stats* out);
 uint64_t tpuc_fused_pending(void);
 void tpuc_fused_reset_stats(void);
 
+#define TPUC_FUSED_SOURCE_BY_OPS 4
+
 /* One segment that ran or was dropped (the most recent ones are kept). */
 typedef struct tpuc_fused_event {
   tpuc_fused_reason reason;
@@ -105,7 +109,7 @@ typedef struct tpuc_fused_event {
   uint32_t outputs;
   bool dropped;
   /* 0: program table hit, 1: compiled, 2: compile-cache memory tier,
-   * 3: compile-cache disk tier. */
+   * 3: compile-cache disk tier, TPUC_FUSED_SOURCE_BY_OPS: run op by op. */
   int source;
   double seconds; /* compile or load time */
   bool background; /* compiled and run on the background thread */

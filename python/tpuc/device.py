@@ -428,7 +428,7 @@ def fused_summary():
     by = {}
     for e in fused_log():
         r = by.setdefault(e["reason"], {"n": 0, "ops": 0, "compiled": 0, "cached": 0,
-                                        "dropped": 0, "background": 0})
+                                        "by_ops": 0, "dropped": 0, "background": 0})
         r["n"] += 1
         r["background"] += bool(e.get("background"))
         r["ops"] += e["ops"]
@@ -436,12 +436,15 @@ def fused_summary():
             r["dropped"] += 1
         elif e["program"] == "compiled":
             r["compiled"] += 1
+        elif e["program"] == "op by op":
+            r["by_ops"] += 1
         else:
             r["cached"] += 1
     for reason, r in by.items():
         lines.append(
             f"{reason}: {r['n']} segments, {r['ops'] / r['n']:.0f} ops/segment, "
-            f"{r['compiled']} compiled, {r['cached']} cached, {r['dropped']} dropped (nothing live), "
+            f"{r['compiled']} compiled, {r['cached']} cached, {r['by_ops']} op by op (first runs), "
+            f"{r['dropped']} dropped (nothing live), "
             f"{r['background']} in the background"
         )
     return "\n".join(lines)

@@ -269,6 +269,41 @@ static size_t min_period(void) {
 }
 #define FZ_WINDOW 4
 
+/* A segment is compiled as one program from its fuse_after()-th run on; its
+ * runs before that go op by op, each op by its own program, the one strict
+ * mode runs. Those programs are few and shared (every layer of a model, every
+ * segment that contains the op at those shapes), where a segment's program
+ * serves that segment alone and costs more to compile than its ops' own
+ * programs do together. So code that runs once (a test, a first step, a
+ * shape seen once) pays for no program it will not run again. Read at each
+ * use: a test may change it. */
+static size_t fuse_after(void) { return env_size("TPUC_FUSE_AFTER", 2, 1); }
+
+/* Runs of each segment key so far that had no program (under g_mu). When
+ * the table is three quarters full it starts over: a forgotten segment only
+ * runs op by op once more. */
+#define FZ_SEEN_CAP 16384
+static tpuc_fingerprint g_seen_key[FZ_SEEN_CAP];
+static uint32_t g_seen_runs[FZ_SEEN_CAP];
+static size_t g_nseen;
+
+/* Counts one more run of segment `key`; returns the runs before it. */
+static uint32_t runs_before(tpuc_fingerprint key) {
+  size_t mask = FZ_SEEN_CAP - 1, i = (size_t)key.lo & mask;
+  for (; g_seen_runs[i] != 0; i = (i + 1) & mask)
+    if (tpuc_fingerprint_eq(g_seen_key[i], key))
+      return g_seen_runs[i] < UINT32_MAX ? g_seen_runs[i]++ : UINT32_MAX;
+  if (g_nseen * 4 >= FZ_SEEN_CAP * 3) {
+    memset(g_seen_runs, 0, sizeof g_seen_runs);
+    g_nseen = 0;
+    i = (size_t)key.lo & mask;
+  }
+  g_seen_key[i] = key;
+  g_seen_runs[i] = 1;
+  g_nseen++;
+  return 0;
+}
+
 static void on_client_destroy(tpuc_client* client, void* user);
 
 static fz_seg* open_segment(tpuc_client* client, int device, bool create) {
@@ -936,9 +971,87 @@ done:
   free(ok);
 }
 
-/* Runs nodes [0, n) of `s` as one program and removes them from the
- * segment; the nodes after them stay recorded (their inputs from the run
- * ones become external). */
+/* The argument checks of the first n nodes, in op order, after they ran. */
+static tpuc_status* read_checks(const fz_seg* s, size_t n) {
+  tpuc_status* st = NULL;
+  for (size_t i = 0; st == NULL && i < n; i++) {
+    const fz_node* nd = &s->nodes[i];
+    if (!nd->has_check) continue;
+    uint8_t bad = 0;
+    st = tpuc_buffer_to_host(nd->out[nd->nout - 1], &bad, 1);
+    if (st == NULL && bad)
+      st = tpuc_status_make(nd->check_code, "%s",
+                            nd->check_msg ? nd->check_msg : "bad argument");
+  }
+  return st;
+}
+
+/* Runs the first n nodes one at a time, each by its own program through the
+ * compile cache (fuse_after()). Nothing is donated. The live results get
+ * their values; the others go as soon as the last node that reads them has
+ * run. */
+static tpuc_status* run_by_ops(fz_seg* s, size_t n, const bool* live) {
+  tpuc_buffer** val = calloc(n * FZ_MAX_OUT, sizeof *val);
+  uint32_t* left = calloc(n * FZ_MAX_OUT, sizeof *left);
+  if (val == NULL || left == NULL) {
+    free(val);
+    free(left);
+    return tpuc_status_make(TPUC_RESOURCE_EXHAUSTED, "out of host memory");
+  }
+  tpuc_status* st = NULL;
+  for (size_t i = 0; i < n; i++) {
+    fz_node* nd = &s->nodes[i];
+    for (uint32_t k = 0; k < nd->nout; k++)
+      left[i * FZ_MAX_OUT + k] = nd->uses[k];
+    for (uint32_t a = 0; st == NULL && a < nd->nin; a++)
+      if (!nd->internal[a]) st = tpuc_value_ensure(nd->in[a]);
+  }
+  for (size_t i = 0; st == NULL && i < n; i++) {
+    fz_node* nd = &s->nodes[i];
+    tpuc_buffer* in[FZ_MAX_IN];
+    for (uint32_t a = 0; a < nd->nin; a++) {
+      int64_t tag = nd->internal[a] ? tpuc_lazy_tag(nd->in[a]) : -1;
+      in[a] = tag < 0 ? nd->in[a]
+                      : val[(size_t)(tag / FZ_TAG) * FZ_MAX_OUT + tag % FZ_TAG];
+    }
+    tpuc_executable* exe = NULL;
+    st = tpuc_compile(s->client, nd->prog->text, nd->prog->len, NULL, &exe,
+                      NULL);
+    if (st == NULL)
+      st = tpuc_execute(exe, s->device, in, nd->nin, NULL,
+                        &val[i * FZ_MAX_OUT], nd->nout);
+    if (exe != NULL) tpuc_executable_release(exe);
+    if (st != NULL) {
+      st = tpuc_status_annotate(st, "%s", nd->name);
+      break;
+    }
+    for (uint32_t a = 0; a < nd->nin; a++) {
+      if (!nd->internal[a]) continue;
+      int64_t tag = tpuc_lazy_tag(nd->in[a]);
+      size_t j = (size_t)(tag / FZ_TAG) * FZ_MAX_OUT + (size_t)(tag % FZ_TAG);
+      if (--left[j] == 0 && !live[j]) {
+        tpuc_buffer_release(val[j]);
+        val[j] = NULL;
+      }
+    }
+  }
+  for (size_t i = 0; i < n; i++)
+    for (uint32_t k = 0; k < s->nodes[i].nout; k++) {
+      size_t j = i * FZ_MAX_OUT + k;
+      if (st == NULL && live[j]) {
+        tpuc_lazy_fill(s->nodes[i].out[k], val[j]);
+      } else if (val[j] != NULL) {
+        tpuc_buffer_release(val[j]);
+      }
+    }
+  free(val);
+  free(left);
+  return st;
+}
+
+/* Runs nodes [0, n) of `s` as one program (or op by op, fuse_after()) and
+ * removes them from the segment; the nodes after them stay recorded (their
+ * inputs from the run ones become external). */
 static tpuc_status* run_prefix(fz_seg* s, size_t n, tpuc_fused_reason why) {
   if (n == 0) return NULL;
   if (s->capturing && !s->broken) {
@@ -1019,6 +1132,18 @@ static tpuc_status* run_prefix(fz_seg* s, size_t n, tpuc_fused_reason why) {
     key = tpuc_fingerprint_bytes(key, live, n * FZ_MAX_OUT * sizeof *live);
     key = tpuc_fingerprint_bytes(key, alias, next * sizeof *alias);
     tpuc_executable* exe = prog_lookup(s->client, key);
+    char* text = NULL;
+    size_t len = 0;
+    /* The first runs of a segment go op by op -- unless the compile cache
+     * already holds its program (another process, an earlier run). A graph
+     * capture stays one program. */
+    bool by_ops = false;
+    if (exe == NULL && !s->capturing && fuse_after() > 1 &&
+        runs_before(key) + 1 < fuse_after()) {
+      st = compose(s, n, live, alias, NULL, false, &text, &len);
+      by_ops = st == NULL &&
+               !tpuc_compile_is_cached(s->client, text, len, NULL);
+    }
     /* A step boundary or the size limit: nobody waits for the results, so
      * the program is compiled and run in the background -- when it is not
      * in the program table yet, or when an input is still being computed
@@ -1026,16 +1151,14 @@ static tpuc_status* run_prefix(fz_seg* s, size_t n, tpuc_fused_reason why) {
     bool pending_in = false;
     for (size_t j = 0; j < next; j++)
       pending_in |= tpuc_lazy_owner(args[j]) == &g_job_owner;
-    bool background = !any_check && background_enabled() &&
+    bool background = !by_ops && !any_check && background_enabled() &&
                       (why == TPUC_FUSED_REPEAT || why == TPUC_FUSED_LIMIT ||
                        why == TPUC_FUSED_COLLECTIVE) &&
                       (exe == NULL || pending_in);
-    char* text = NULL;
-    size_t len = 0;
     bool again = false;
-    if (exe == NULL) {
+    if (exe == NULL && !by_ops && st == NULL) {
       again = note_recompile(s, n, key, &ev);
-      st = compose(s, n, live, alias, NULL, false, &text, &len);
+      if (text == NULL) st = compose(s, n, live, alias, NULL, false, &text, &len);
     }
     /* Inputs another device's segment computes are run first: the
      * background thread never runs recorded segments. */
@@ -1105,7 +1228,20 @@ static tpuc_status* run_prefix(fz_seg* s, size_t n, tpuc_fused_reason why) {
         job_free(job);
       }
     }
-    if (st == NULL && job == NULL) {
+    if (by_ops) {
+      ev.source = TPUC_FUSED_SOURCE_BY_OPS;
+      st = run_by_ops(s, n, live);
+      if (st != NULL)
+        st = tpuc_status_annotate(st, "fused segment of %zu ops from %s, op by op",
+                                  n, s->nodes[0].name);
+      if (st == NULL) {
+        account_run(n, nlive, donate, 0);
+        slock();
+        g_stats.by_ops++;
+        sunlock();
+        if (any_check) st = read_checks(s, n);
+      }
+    } else if (st == NULL && job == NULL) {
       st = segment_program(s->client, key, text, len, again, &ev, &exe);
       /* An input given away here may still be read by a segment on the
        * background thread that has not been enqueued yet: let those go
@@ -1127,17 +1263,7 @@ static tpuc_status* run_prefix(fz_seg* s, size_t n, tpuc_fused_reason why) {
           for (uint32_t k = 0; k < s->nodes[i].nout; k++)
             if (live[i * FZ_MAX_OUT + k])
               tpuc_lazy_fill(s->nodes[i].out[k], outs[r++]);
-        /* Argument checks of the segment's ops, in op order. */
-        for (size_t i = 0; any_check && st == NULL && i < n; i++) {
-          fz_node* nd = &s->nodes[i];
-          if (!nd->has_check) continue;
-          uint8_t bad = 0;
-          st = tpuc_buffer_to_host(nd->out[nd->nout - 1], &bad, 1);
-          if (st == NULL && bad)
-            st = tpuc_status_make(nd->check_code, "%s",
-                                  nd->check_msg ? nd->check_msg
-                                                : "bad argument");
-        }
+        if (any_check) st = read_checks(s, n);
       }
     }
     if (exe != NULL) tpuc_executable_release(exe);

@@ -24,6 +24,14 @@ def _restore_mode():
     torch.tpu.set_eager_mode(before)
 
 
+@pytest.fixture(autouse=True)
+def _fuse_at_the_first_run(monkeypatch):
+    """Most tests here are about segment programs: they compile a segment at
+    its first run (TPUC_FUSE_AFTER=1; children inherit it). By default a
+    segment runs op by op once first; the tests of that unset it."""
+    monkeypatch.setenv("TPUC_FUSE_AFTER", "1")
+
+
 # ------------------------------------------------------------- selection
 
 
@@ -62,15 +70,20 @@ def _child(code, **env):
     """Runs `code` after `import torch` in a new process, with `env` over
     this one's environment (a None value removes the variable); returns
     its last line of output."""
+    return _child_all(code, **env).splitlines()[-1]
+
+
+def _child_all(code, **env):
+    """As _child, but all of the output."""
     e = dict(os.environ)
     e.update(env)
     for k, v in env.items():
         if v is None:
-            del e[k]
+            e.pop(k, None)
     out = subprocess.run([sys.executable, "-c", "import torch\n" + code], env=e,
                          capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
-    return out.stdout.strip().splitlines()[-1]
+    return out.stdout.strip()
 
 
 def test_mode_from_environment():
@@ -371,6 +384,84 @@ def test_segment_programs_come_from_the_disk_cache_in_a_new_process(tmp_path):
     third = _child(code, **env)
     assert third.split()[-1] == first.split()[-1]
     assert third.startswith("compiled"), third
+
+
+FIRST_RUNS = (
+    "x = torch.arange(12.0, device='tpu').reshape(3, 4) / 7\n"
+    "def f(x):\n"
+    "    return ((x * 0.5).exp() @ x.t()).tanh().sum(0)\n"
+    "want = f(x.cpu())\n"
+    "torch.tpu.fused_reset_stats()\n"
+    "for _ in range(3):\n"
+    "    torch.testing.assert_close(f(x).cpu(), want)\n"
+    "    print(torch.tpu.fused_log()[-1]['program'])\n"
+    "s = torch.tpu.fused_stats()\n"
+    "print(torch.tpu.fused_summary())\n"
+    "print(s['by_ops'], s['compiles'], s['disk_hits'])\n"
+)
+
+
+def _runs(out):
+    lines = out.splitlines()
+    return lines[:3], lines[-1].split()
+
+
+def test_a_segment_runs_op_by_op_first_and_is_compiled_when_it_runs_again(tmp_path):
+    env = {"TPUC_CACHE_DIR": str(tmp_path), "TPUC_EAGER_MODE": "fused", "TPUC_FUSE_AFTER": None}
+    out = _child_all(FIRST_RUNS, **env)
+    programs, (by_ops, compiles, disk) = _runs(out)
+    assert programs == ["op by op", "compiled", "program table"], out
+    assert (by_ops, compiles) == ("1", "1"), out
+    assert "1 op by op (first runs)" in out, out
+    # A process that finds the segment's program in the disk cache loads it
+    # at the first run instead.
+    programs, (by_ops, compiles, disk) = _runs(_child_all(FIRST_RUNS, **env))
+    assert programs == ["compile cache (disk)", "program table", "program table"], programs
+    assert (by_ops, compiles, disk) == ("0", "0", "1")
+
+
+@pytest.mark.parametrize("after", ["1", "3"])
+def test_fuse_after_sets_the_run_that_compiles(tmp_path, after):
+    env = {"TPUC_CACHE_DIR": str(tmp_path), "TPUC_EAGER_MODE": "fused", "TPUC_FUSE_AFTER": after}
+    programs, (by_ops, compiles, _) = _runs(_child_all(FIRST_RUNS, **env))
+    want = {"1": ["compiled", "program table", "program table"],
+            "3": ["op by op", "op by op", "compiled"]}[after]
+    assert programs == want
+    assert (by_ops, compiles) == (str(int(after) - 1), "1")
+
+
+def test_op_by_op_runs_keep_checks_randomness_and_in_place_updates(monkeypatch):
+    monkeypatch.delenv("TPUC_FUSE_AFTER")
+    torch.tpu.set_eager_mode("fused")
+    # Random ops: the same seed draws the same numbers op by op (first run)
+    # as in the compiled segment (second run) and in strict mode.
+    draws = []
+    for mode in ("fused", "fused", "strict"):
+        torch.tpu.set_eager_mode(mode)
+        torch.manual_seed(5)
+        a = torch.rand(13, 7, device="tpu")
+        b = torch.nn.functional.dropout(a + 1, 0.5)
+        draws.append((a * 2 + b).cpu())
+    assert torch.equal(draws[0], draws[1]) and torch.equal(draws[0], draws[2])
+    torch.tpu.set_eager_mode("fused")
+    # An argument check fails at its op, op by op as when compiled.
+    w = torch.randn(11, 5, device="tpu")
+    for _ in range(2):
+        with pytest.raises(IndexError):
+            torch.nn.functional.embedding(torch.tensor([2, 11], device="tpu"), w * 3)
+    # In-place updates of whole storages (an optimizer's), op by op.
+    p = torch.randn(17, 3)
+    g = torch.randn(17, 3)
+    pt, gt = p.to("tpu"), g.to("tpu")
+    m = torch.zeros(17, 3, device="tpu")
+    mc = torch.zeros(17, 3)
+    for _ in range(3):
+        for t, gg, mm in ((pt, gt, m), (p, g, mc)):
+            mm.mul_(0.9).add_(gg, alpha=0.1)
+            t.sub_(mm * 0.01)
+    torch.testing.assert_close(pt.cpu(), p)
+    torch.testing.assert_close(m.cpu(), mc)
+    assert torch.tpu.fused_stats()["by_ops"] >= 1
 
 
 def test_compiler_flags_have_their_own_disk_cache_entries(tmp_path):
