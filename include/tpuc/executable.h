@@ -44,12 +44,6 @@ tpuc_status* tpuc_compile(tpuc_client* client, const char* mlir, size_t len,
                           const tpuc_compile_options* options,
                           tpuc_executable** out, tpuc_cache_source* source);
 
-/* True when tpuc_compile of the same text and options would find the
- * executable in the cache (memory or disk tier) instead of compiling it
- * (false for options tpuc_compile would refuse). */
-bool tpuc_compile_is_cached(tpuc_client* client, const char* mlir, size_t len,
-                            const tpuc_compile_options* options);
-
 typedef struct tpuc_value_type {
   tpuc_dtype dtype;
   int rank;

@@ -753,54 +753,6 @@ void tpuc_cache_prefetch_start(tpuc_cache* k) {
   if (k != NULL) pf_enqueue(k, PF_START);
 }
 
-/* A program's cache key: its text, a separator that cannot occur in MLIR
- * text, its encoded options; in `stack` when it fits, else allocated (NULL
- * when out of memory). */
-static char* cache_key(tpuc_client* c, const char* mlir, size_t len,
-                       const tpuc_compile_options* options, char* stack,
-                       size_t stack_cap, size_t* key_len,
-                       tpuc_fingerprint* fp) {
-  unsigned char opts[64 + 16 * TPUC_MAX_REPLICAS];
-  size_t opts_len = tpuc_encode_compile_options(c, options, opts, sizeof opts);
-  *key_len = len + 1 + opts_len;
-  char* key = *key_len <= stack_cap ? stack : malloc(*key_len);
-  if (key == NULL) return NULL;
-  memcpy(key, mlir, len);
-  key[len] = '\0';
-  memcpy(key + len + 1, opts, opts_len);
-  tpuc_fingerprint zero = {0, 0};
-  *fp = tpuc_fingerprint_bytes(zero, key, *key_len);
-  return key;
-}
-
-bool tpuc_compile_is_cached(tpuc_client* c, const char* mlir, size_t len,
-                            const tpuc_compile_options* options) {
-  tpuc_cache* k = c && mlir ? cache_of(c) : NULL;
-  if (k == NULL) return false;
-  tpuc_status* bad = tpuc_check_compile_options(c, options);
-  if (bad != NULL) {
-    tpuc_status_free(bad);
-    return false;
-  }
-  char key_stack[8192];
-  size_t key_len = 0;
-  tpuc_fingerprint fp;
-  char* key = cache_key(c, mlir, len, options, key_stack, sizeof key_stack,
-                        &key_len, &fp);
-  if (key == NULL) return false;
-  pthread_mutex_lock(&k->mu);
-  bool found = mem_find(k, fp, key, key_len) != NULL;
-  pthread_mutex_unlock(&k->mu);
-  if (!found && k->dir != NULL) {
-    char path[4200];
-    struct stat sb;
-    entry_path(k, fp, ".tpx", path, sizeof path);
-    found = stat(path, &sb) == 0;
-  }
-  if (key != key_stack) free(key);
-  return found;
-}
-
 tpuc_status* tpuc_compile(tpuc_client* c, const char* mlir, size_t len,
                           const tpuc_compile_options* options,
                           tpuc_executable** out, tpuc_cache_source* source) {
@@ -809,13 +761,19 @@ tpuc_status* tpuc_compile(tpuc_client* c, const char* mlir, size_t len,
                             "client, program text or out is NULL");
   *out = NULL;
   TPUC_RETURN_IF_ERROR(tpuc_check_compile_options(c, options));
+  unsigned char opts[64 + 16 * TPUC_MAX_REPLICAS];
+  size_t opts_len = tpuc_encode_compile_options(c, options, opts, sizeof opts);
+  /* Key = text, a separator that cannot occur in MLIR text, options. */
+  size_t key_len = len + 1 + opts_len;
   char key_stack[8192];
-  size_t key_len = 0;
-  tpuc_fingerprint fp;
-  char* key = cache_key(c, mlir, len, options, key_stack, sizeof key_stack,
-                        &key_len, &fp);
+  char* key = key_len <= sizeof key_stack ? key_stack : malloc(key_len);
   if (key == NULL)
     return tpuc_status_make(TPUC_RESOURCE_EXHAUSTED, "out of host memory");
+  memcpy(key, mlir, len);
+  key[len] = '\0';
+  memcpy(key + len + 1, opts, opts_len);
+  tpuc_fingerprint zero = {0, 0};
+  tpuc_fingerprint fp = tpuc_fingerprint_bytes(zero, key, key_len);
   tpuc_cache* k = cache_of(c);
   tpuc_status* st = NULL;
 
@@ -881,9 +839,7 @@ tpuc_status* tpuc_compile(tpuc_client* c, const char* mlir, size_t len,
   }
   if (pj == NULL) {
     double t0 = tpuc_now_seconds();
-    /* The key ends with the encoded options. */
-    st = tpuc_pjrt_compile(c, mlir, len, (const unsigned char*)key + len + 1,
-                           key_len - len - 1, &pj);
+    st = tpuc_pjrt_compile(c, mlir, len, opts, opts_len, &pj);
     pthread_mutex_lock(&k->mu);
     k->stats.misses++;
     k->stats.compile_seconds += tpuc_now_seconds() - t0;

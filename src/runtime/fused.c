@@ -276,7 +276,9 @@ static size_t min_period(void) {
  * serves that segment alone and costs more to compile than its ops' own
  * programs do together. So code that runs once (a test, a first step, a
  * shape seen once) pays for no program it will not run again. Read at each
- * use: a test may change it. */
+ * use: a test may change it. The count is per process and never looks at
+ * the compile cache, so a run's results do not depend on what an earlier
+ * process left there. */
 static size_t fuse_after(void) { return env_size("TPUC_FUSE_AFTER", 2, 1); }
 
 /* Runs of each segment key so far that had no program (under g_mu). When
@@ -1132,18 +1134,12 @@ static tpuc_status* run_prefix(fz_seg* s, size_t n, tpuc_fused_reason why) {
     key = tpuc_fingerprint_bytes(key, live, n * FZ_MAX_OUT * sizeof *live);
     key = tpuc_fingerprint_bytes(key, alias, next * sizeof *alias);
     tpuc_executable* exe = prog_lookup(s->client, key);
-    char* text = NULL;
-    size_t len = 0;
-    /* The first runs of a segment go op by op -- unless the compile cache
-     * already holds its program (another process, an earlier run). A graph
-     * capture stays one program. */
-    bool by_ops = false;
-    if (exe == NULL && !s->capturing && fuse_after() > 1 &&
-        runs_before(key) + 1 < fuse_after()) {
-      st = compose(s, n, live, alias, NULL, false, &text, &len);
-      by_ops = st == NULL &&
-               !tpuc_compile_is_cached(s->client, text, len, NULL);
-    }
+    /* The first runs of a segment go op by op, whatever the compile cache
+     * holds: which program computes a result (and so its rounding) must not
+     * depend on what an earlier process compiled. A graph capture stays one
+     * program. */
+    bool by_ops = exe == NULL && !s->capturing && fuse_after() > 1 &&
+                  runs_before(key) + 1 < fuse_after();
     /* A step boundary or the size limit: nobody waits for the results, so
      * the program is compiled and run in the background -- when it is not
      * in the program table yet, or when an input is still being computed
@@ -1155,10 +1151,12 @@ static tpuc_status* run_prefix(fz_seg* s, size_t n, tpuc_fused_reason why) {
                       (why == TPUC_FUSED_REPEAT || why == TPUC_FUSED_LIMIT ||
                        why == TPUC_FUSED_COLLECTIVE) &&
                       (exe == NULL || pending_in);
+    char* text = NULL;
+    size_t len = 0;
     bool again = false;
-    if (exe == NULL && !by_ops && st == NULL) {
+    if (exe == NULL && !by_ops) {
       again = note_recompile(s, n, key, &ev);
-      if (text == NULL) st = compose(s, n, live, alias, NULL, false, &text, &len);
+      st = compose(s, n, live, alias, NULL, false, &text, &len);
     }
     /* Inputs another device's segment computes are run first: the
      * background thread never runs recorded segments. */
