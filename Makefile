@@ -18,6 +18,9 @@
 #   make bench-distributed  run bench/bench_distributed.py only (collectives'
 #                       bus bandwidth: staged, Gloo, in-program; DDP and FSDP2
 #                       steps, JSON + PNG in bench/results/), table
+#   make bench-first-use  run bench/bench_first_use.py only (code that runs
+#                       once, cold: a test-suite pattern and the first
+#                       training steps, per eager mode; JSON), table
 #   make test-upstream  run the libraries' own test files (transformers,
 #                       diffusers, PyTorch's device-generic tests) on cpu and
 #                       tpu from UPSTREAM_TESTS=DIR (made by
@@ -49,6 +52,7 @@ export JOBS TEST_JOBS FUZZ_SECONDS FUZZ_FLAGS
 .PHONY: all build setup demo test test-c test-py test-conformance \
 	conformance-report test-asan test-fuzz test-upstream bench \
 	bench-runtime bench-device bench-eager bench-compile bench-distributed \
+	bench-first-use \
 	format clean distclean
 
 all: build
@@ -117,6 +121,13 @@ bench: build
 	TPUC_BENCH_RESULTS_DIR="$(CURDIR)/$(BENCH_RESULTS)" $(PYTHON) bench/bench_eager.py $(BENCH_EAGER_ARGS)
 	TPUC_BENCH_RESULTS_DIR="$(CURDIR)/$(BENCH_RESULTS)" $(PYTHON) bench/bench_compile.py $(BENCH_COMPILE_ARGS)
 	TPUC_BENCH_RESULTS_DIR="$(CURDIR)/$(BENCH_RESULTS)" $(PYTHON) bench/bench_distributed.py $(BENCH_DISTRIBUTED_ARGS)
+	TPUC_BENCH_RESULTS_DIR="$(CURDIR)/$(BENCH_RESULTS)" $(PYTHON) bench/bench_first_use.py $(BENCH_FIRST_USE_ARGS)
+	$(PYTHON) scripts/bench_table.py $(BENCH_RESULTS)
+
+# BENCH_FIRST_USE_ARGS: e.g. --rounds 2, --workloads suite.
+bench-first-use: build
+	mkdir -p $(BENCH_RESULTS)
+	TPUC_BENCH_RESULTS_DIR="$(CURDIR)/$(BENCH_RESULTS)" $(PYTHON) bench/bench_first_use.py $(BENCH_FIRST_USE_ARGS)
 	$(PYTHON) scripts/bench_table.py $(BENCH_RESULTS)
 
 bench-device: build

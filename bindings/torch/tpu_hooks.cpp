@@ -20,7 +20,7 @@ void resize_storage(const c10::Storage& storage, size_t nbytes);
 namespace {
 
 // The tpu generator: a counter-based state (seed, offset) per device. Each
-// native random op takes (seed, offset) as its ThreeFry state and advances
+// native random op takes (seed, offset) as its Threefry state and advances
 // the offset by one (each call gets its own 2^32-counter range). Random ops
 // without a native lowering run on the CPU; the generator therefore also
 // carries a CPU generator, which the fallback hands to them. Seeding seeds

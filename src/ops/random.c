@@ -1,6 +1,6 @@
 /* Random ops on the device: uniform_, normal_, bernoulli, random_,
- * exponential_, native_dropout. Each call draws bits with ThreeFry from the
- * (seed, counter) state that the caller takes from the op's generator
+ * exponential_, native_dropout. Each call draws bits with Threefry-2x32
+ * from the (seed, counter) state that the caller takes from the op's generator
  * (options->rng, a program argument): the same seed gives the same numbers
  * on every run, and no two calls share a counter range. The numbers differ
  * from the CPU's generator (as CUDA's do). */
@@ -10,32 +10,170 @@
 
 #define TRY(expr) TPUC_RETURN_IF_ERROR(expr)
 
-tpuc_status* op_random_bits(op_ctx* c, tpuc_dtype bits,
-                            const tpuc_hlo_type* shape, tpuc_hlo_value* out) {
-  if (c->rng < 0) return op_unimpl("random op without a generator state");
-  tpuc_hlo_type t = *shape;
-  t.dtype = bits;
-  /* Later draws of the same call continue from the advanced state, so
-   * two draws in one program never repeat each other's bits (the next
-   * call's counter starts 2^32 blocks further on). */
-  tpuc_hlo_value state;
-  TRY(tpuc_hlo_rng_bit_generator(c->fn, TPUC_HLO_RNG_THREE_FRY, c->rng, &t,
-                                 &state, out));
-  c->rng = state;
+/* x rotated left by r bits (u32). */
+static tpuc_status* rotl32(op_ctx* c, tpuc_hlo_value x, int r,
+                           const tpuc_hlo_type* t, tpuc_hlo_value* out) {
+  tpuc_hlo_value l, rr, a, b;
+  TRY(op_const(c, TPUC_DTYPE_U32, r, t, &l));
+  TRY(op_const(c, TPUC_DTYPE_U32, 32 - r, t, &rr));
+  TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_SHIFT_LEFT, x, l, &a));
+  TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_SHIFT_RIGHT_LOGICAL, x, rr, &b));
+  return tpuc_hlo_binary(c->fn, TPUC_HLO_OR, a, b, out);
+}
+
+/* The low and high 32 bits of the rank-0 u64 value v, each broadcast to
+ * `t` (u32). */
+static tpuc_status* split64(op_ctx* c, tpuc_hlo_value v, const tpuc_hlo_type* t,
+                            tpuc_hlo_value* lo, tpuc_hlo_value* hi) {
+  tpuc_hlo_value mask, sh, a, b;
+  TRY(tpuc_hlo_constant_i64(c->fn, TPUC_DTYPE_U64, 0xFFFFFFFFLL, &mask));
+  TRY(tpuc_hlo_constant_i64(c->fn, TPUC_DTYPE_U64, 32, &sh));
+  TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_AND, v, mask, &a));
+  TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_SHIFT_RIGHT_LOGICAL, v, sh, &b));
+  TRY(tpuc_hlo_convert(c->fn, a, TPUC_DTYPE_U32, &a));
+  TRY(tpuc_hlo_convert(c->fn, b, TPUC_DTYPE_U32, &b));
+  TRY(tpuc_hlo_broadcast_in_dim(c->fn, a, t->dims, t->rank, NULL, lo));
+  return tpuc_hlo_broadcast_in_dim(c->fn, b, t->dims, t->rank, NULL, hi);
+}
+
+/* Threefry-2x32 with 20 rounds (Salmon et al., "Parallel random numbers:
+ * as easy as 1, 2, 3", SC 2011) of the counters base, base + 1, ...,
+ * base + m - 1 (u64, split into two u32 words) under the 64-bit key: two
+ * u32 words of m each. Written out in elementwise ops rather than
+ * stablehlo.rng_bit_generator, whose expansion XLA's CPU compiler takes
+ * several times as long to compile, a cost every new shape of a random op
+ * paid (model initialization in every test of a test suite). */
+static tpuc_status* threefry2x32(op_ctx* c, tpuc_hlo_value key,
+                                 tpuc_hlo_value base, int64_t m,
+                                 tpuc_hlo_value out[2]) {
+  tpuc_hlo_type t = tpuc_hlo_type_make(TPUC_DTYPE_U32, &m, 1);
+  tpuc_hlo_type t64 = tpuc_hlo_type_make(TPUC_DTYPE_U64, &m, 1);
+  tpuc_hlo_value ks[3], x[2], ctr, b, mask, sh;
+  TRY(split64(c, key, &t, &ks[0], &ks[1]));
+  TRY(op_const(c, TPUC_DTYPE_U32, 0x1BD11BDA, &t, &ks[2]));
+  TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_XOR, ks[2], ks[0], &ks[2]));
+  TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_XOR, ks[2], ks[1], &ks[2]));
+  /* Counters in u64, so the high word carries. */
+  TRY(tpuc_hlo_iota(c->fn, &t64, 0, &ctr));
+  TRY(tpuc_hlo_broadcast_in_dim(c->fn, base, &m, 1, NULL, &b));
+  TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_ADD, ctr, b, &ctr));
+  TRY(op_const(c, TPUC_DTYPE_U64, 4294967295.0, &t64, &mask));
+  TRY(op_const(c, TPUC_DTYPE_U64, 32, &t64, &sh));
+  TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_AND, ctr, mask, &x[0]));
+  TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_SHIFT_RIGHT_LOGICAL, ctr, sh, &x[1]));
+  TRY(tpuc_hlo_convert(c->fn, x[0], TPUC_DTYPE_U32, &x[0]));
+  TRY(tpuc_hlo_convert(c->fn, x[1], TPUC_DTYPE_U32, &x[1]));
+  TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_ADD, x[0], ks[0], &x[0]));
+  TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_ADD, x[1], ks[1], &x[1]));
+  static const int rot[8] = {13, 15, 26, 6, 17, 29, 16, 24};
+  for (int r = 0; r < 20; r++) {
+    TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_ADD, x[0], x[1], &x[0]));
+    TRY(rotl32(c, x[1], rot[r % 8], &t, &x[1]));
+    TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_XOR, x[1], x[0], &x[1]));
+    if (r % 4 == 3) { /* key injection j after rounds 4j-3 .. 4j */
+      int j = r / 4 + 1;
+      tpuc_hlo_value jv;
+      TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_ADD, x[0], ks[j % 3], &x[0]));
+      TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_ADD, x[1], ks[(j + 1) % 3], &x[1]));
+      TRY(op_const(c, TPUC_DTYPE_U32, j, &t, &jv));
+      TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_ADD, x[1], jv, &x[1]));
+    }
+  }
+  out[0] = x[0];
+  out[1] = x[1];
   return NULL;
 }
 
-/* Uniform [0, 1) of `shape` in f32 (for f32, f16, bf16) or f64: random
- * mantissa bits under the exponent of 1.0, minus 1. */
-static tpuc_status* uniform01(op_ctx* c, const tpuc_hlo_type* shape,
-                              tpuc_dtype dt, tpuc_hlo_value* out) {
+/* Draws m counters from the call's generator state: both u32 words of each
+ * (out[0], out[1], rank 1). The state is (key, counter): a call's draw from
+ * its generator starts at counter offset * 2^32, and each draw of the call
+ * continues where the one before ended (the state it leaves), so no two
+ * draws repeat each other's numbers. */
+static tpuc_status* draw_counters(op_ctx* c, int64_t m, tpuc_hlo_value out[2]) {
+  if (c->rng < 0) return op_unimpl("random op without a generator state");
+  int64_t one = 1, zero = 0, two = 2;
+  tpuc_hlo_value key, base, next, mv;
+  TRY(tpuc_hlo_slice(c->fn, c->rng, &zero, &one, NULL, &key));
+  TRY(tpuc_hlo_slice(c->fn, c->rng, &one, &two, NULL, &base));
+  TRY(tpuc_hlo_reshape(c->fn, key, NULL, 0, &key));
+  TRY(tpuc_hlo_reshape(c->fn, base, NULL, 0, &base));
+  TRY(threefry2x32(c, key, base, m, out));
+  /* The state this draw leaves: (key, counter + m). */
+  TRY(tpuc_hlo_constant_i64(c->fn, TPUC_DTYPE_U64, m, &mv));
+  TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_ADD, base, mv, &next));
+  TRY(tpuc_hlo_reshape(c->fn, key, &one, 1, &key));
+  TRY(tpuc_hlo_reshape(c->fn, next, &one, 1, &next));
+  tpuc_hlo_value parts[2] = {key, next};
+  return tpuc_hlo_concatenate(c->fn, parts, 2, 0, &c->rng);
+}
+
+static int64_t elements(const tpuc_hlo_type* t) {
+  int64_t n = 1;
+  for (int d = 0; d < t->rank; d++) n *= t->dims[d];
+  return n;
+}
+
+/* One counter per element of `shape`: its two u32 words, each of `shape`
+ * (two independent numbers per element for the price of one). */
+static tpuc_status* random_word_pairs(op_ctx* c, const tpuc_hlo_type* shape,
+                                      tpuc_hlo_value out[2]) {
+  tpuc_hlo_value w[2];
+  TRY(draw_counters(c, elements(shape), w));
+  TRY(tpuc_hlo_reshape(c->fn, w[0], shape->dims, shape->rank, &out[0]));
+  return tpuc_hlo_reshape(c->fn, w[1], shape->dims, shape->rank, &out[1]);
+}
+
+tpuc_status* op_random_bits(op_ctx* c, tpuc_dtype bits,
+                            const tpuc_hlo_type* shape, tpuc_hlo_value* out) {
+  if (bits != TPUC_DTYPE_U32 && bits != TPUC_DTYPE_U64)
+    return tpuc_status_make(TPUC_INTERNAL, "random bits of %s",
+                            tpuc_dtype_mlir_name(bits));
+  /* One counter gives two u32 words: two u32 numbers, or one u64. */
+  int64_t n = elements(shape), zero = 0;
+  bool wide = bits == TPUC_DTYPE_U64;
+  int64_t m = wide ? n : (n + 1) / 2;
+  tpuc_hlo_value w[2], flat;
+  TRY(draw_counters(c, m, w));
+  if (wide) {
+    tpuc_hlo_type t64 = tpuc_hlo_type_make(TPUC_DTYPE_U64, &m, 1);
+    tpuc_hlo_value lo, hi, sh;
+    TRY(tpuc_hlo_convert(c->fn, w[0], TPUC_DTYPE_U64, &lo));
+    TRY(tpuc_hlo_convert(c->fn, w[1], TPUC_DTYPE_U64, &hi));
+    TRY(op_const(c, TPUC_DTYPE_U64, 32, &t64, &sh));
+    TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_SHIFT_LEFT, hi, sh, &hi));
+    TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_OR, hi, lo, &flat));
+  } else {
+    /* Interleaved (counter i gives numbers 2i and 2i + 1) by a select over
+     * an [m, 2] iota: a concatenate of the two words makes XLA's CPU
+     * compiler emit the whole Threefry twice, and compile several times as
+     * long. */
+    int64_t m2[2] = {m, 2}, dim0 = 0, two_m = 2 * m;
+    tpuc_hlo_type t2 = tpuc_hlo_type_make(TPUC_DTYPE_U32, m2, 2);
+    tpuc_hlo_value a, b, col, zero2, first;
+    TRY(tpuc_hlo_broadcast_in_dim(c->fn, w[0], m2, 2, &dim0, &a));
+    TRY(tpuc_hlo_broadcast_in_dim(c->fn, w[1], m2, 2, &dim0, &b));
+    TRY(tpuc_hlo_iota(c->fn, &t2, 1, &col));
+    TRY(op_const(c, TPUC_DTYPE_U32, 0, &t2, &zero2));
+    TRY(tpuc_hlo_compare(c->fn, TPUC_HLO_EQ, col, zero2, &first));
+    TRY(tpuc_hlo_select(c->fn, first, a, b, &flat));
+    TRY(tpuc_hlo_reshape(c->fn, flat, &two_m, 1, &flat));
+    if (two_m != n) TRY(tpuc_hlo_slice(c->fn, flat, &zero, &n, NULL, &flat));
+  }
+  return tpuc_hlo_reshape(c->fn, flat, shape->dims, shape->rank, out);
+}
+
+/* Uniform [0, 1) in f32 (for f32, f16, bf16) or f64 from random bits of
+ * `shape` (u32 for f32, u64 for f64): the bits under the exponent of 1.0,
+ * minus 1. */
+static tpuc_status* uniform01_of_bits(op_ctx* c, tpuc_hlo_value bits,
+                                      const tpuc_hlo_type* shape, tpuc_dtype dt,
+                                      tpuc_hlo_value* out) {
   bool wide = dt == TPUC_DTYPE_F64;
   tpuc_dtype ut = wide ? TPUC_DTYPE_U64 : TPUC_DTYPE_U32;
   tpuc_dtype ft = wide ? TPUC_DTYPE_F64 : TPUC_DTYPE_F32;
   tpuc_hlo_type s = *shape;
   s.dtype = ut;
-  tpuc_hlo_value bits, shift, one_bits, m, f, one;
-  TRY(op_random_bits(c, ut, shape, &bits));
+  tpuc_hlo_value shift, one_bits, m, f, one;
   TRY(op_const(c, ut, wide ? 12 : 9, &s, &shift));
   TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_SHIFT_RIGHT_LOGICAL, bits, shift, &m));
   TRY(tpuc_hlo_constant_i64(c->fn, ut,
@@ -49,6 +187,15 @@ static tpuc_status* uniform01(op_ctx* c, const tpuc_hlo_type* shape,
   fs.dtype = ft;
   TRY(op_const(c, ft, 1.0, &fs, &one));
   return tpuc_hlo_binary(c->fn, TPUC_HLO_SUB, f, one, out);
+}
+
+/* Uniform [0, 1) of `shape` in f32 (for f32, f16, bf16) or f64. */
+static tpuc_status* uniform01(op_ctx* c, const tpuc_hlo_type* shape,
+                              tpuc_dtype dt, tpuc_hlo_value* out) {
+  tpuc_hlo_value bits;
+  TRY(op_random_bits(c, dt == TPUC_DTYPE_F64 ? TPUC_DTYPE_U64 : TPUC_DTYPE_U32,
+                     shape, &bits));
+  return uniform01_of_bits(c, bits, shape, dt, out);
 }
 
 static tpuc_dtype compute_dtype(tpuc_dtype dt) {
@@ -82,27 +229,36 @@ static tpuc_status* uniform_open01(op_ctx* c, const tpuc_hlo_type* shape,
 }
 
 /* Standard normal of `shape` in `ct` (f32 or f64): Box-Muller over two
- * uniforms taken from one draw of twice the size. */
+ * uniforms, in f32 the two words of one counter per element, in f64 one
+ * draw of twice the size. */
 static tpuc_status* normal01(op_ctx* c, const tpuc_hlo_type* shape_in,
                              tpuc_dtype ct, tpuc_hlo_value* out) {
   if (shape_in->rank >= TPUC_MAX_RANK)
     return op_unimpl("normal draw of the largest rank");
   tpuc_hlo_type shape = *shape_in;
   shape.dtype = ct;
-  tpuc_hlo_type twice = shape;
-  twice.rank = shape.rank + 1;
-  twice.dims[shape.rank] = 2;
-  tpuc_hlo_value u, u1, u2, one, r, th, m2, tau;
-  TRY(uniform01(c, &twice, ct, &u));
-  int64_t start[TPUC_MAX_RANK + 1] = {0}, lim[TPUC_MAX_RANK + 1];
-  for (int d = 0; d < shape.rank; d++) lim[d] = shape.dims[d];
-  lim[shape.rank] = 1;
-  TRY(tpuc_hlo_slice(c->fn, u, start, lim, NULL, &u1));
-  start[shape.rank] = 1;
-  lim[shape.rank] = 2;
-  TRY(tpuc_hlo_slice(c->fn, u, start, lim, NULL, &u2));
-  TRY(tpuc_hlo_reshape(c->fn, u1, shape.dims, shape.rank, &u1));
-  TRY(tpuc_hlo_reshape(c->fn, u2, shape.dims, shape.rank, &u2));
+  tpuc_hlo_value u1, u2, one, r, th, m2, tau;
+  if (ct == TPUC_DTYPE_F32) {
+    tpuc_hlo_value w[2];
+    TRY(random_word_pairs(c, &shape, w));
+    TRY(uniform01_of_bits(c, w[0], &shape, ct, &u1));
+    TRY(uniform01_of_bits(c, w[1], &shape, ct, &u2));
+  } else {
+    tpuc_hlo_type twice = shape;
+    twice.rank = shape.rank + 1;
+    twice.dims[shape.rank] = 2;
+    tpuc_hlo_value u;
+    TRY(uniform01(c, &twice, ct, &u));
+    int64_t start[TPUC_MAX_RANK + 1] = {0}, lim[TPUC_MAX_RANK + 1];
+    for (int d = 0; d < shape.rank; d++) lim[d] = shape.dims[d];
+    lim[shape.rank] = 1;
+    TRY(tpuc_hlo_slice(c->fn, u, start, lim, NULL, &u1));
+    start[shape.rank] = 1;
+    lim[shape.rank] = 2;
+    TRY(tpuc_hlo_slice(c->fn, u, start, lim, NULL, &u2));
+    TRY(tpuc_hlo_reshape(c->fn, u1, shape.dims, shape.rank, &u1));
+    TRY(tpuc_hlo_reshape(c->fn, u2, shape.dims, shape.rank, &u2));
+  }
   /* r = sqrt(-2 log(1 - u1)), 1 - u1 in (0, 1]. */
   TRY(op_const(c, ct, 1.0, &shape, &one));
   TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_SUB, one, u1, &u1));

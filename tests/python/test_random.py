@@ -35,6 +35,44 @@ def test_same_seed_same_numbers_and_fresh_draws(native_only):
     assert torch.equal(first.cpu(), torch.randn(9, device="tpu", generator=g).cpu())
 
 
+def _threefry2x32(k0, k1, c0, c1):
+    """Threefry-2x32 with 20 rounds (Random123), in Python."""
+    m = 0xFFFFFFFF
+    ks = [k0, k1, 0x1BD11BDA ^ k0 ^ k1]
+    x0, x1 = (c0 + k0) & m, (c1 + k1) & m
+    rot = [13, 15, 26, 6, 17, 29, 16, 24]
+    for r in range(20):
+        x0 = (x0 + x1) & m
+        x1 = (((x1 << rot[r % 8]) | (x1 >> (32 - rot[r % 8]))) & m) ^ x0
+        if r % 4 == 3:
+            j = r // 4 + 1
+            x0 = (x0 + ks[j % 3]) & m
+            x1 = (x1 + ks[(j + 1) % 3] + j) & m
+    return x0, x1
+
+
+def test_bits_are_threefry_2x32_20(native_only):
+    # The reference implementation against Random123's known answers.
+    assert _threefry2x32(0, 0, 0, 0) == (0x6B200159, 0x99BA4EFE)
+    assert _threefry2x32(2**32 - 1, 2**32 - 1, 2**32 - 1, 2**32 - 1) == (0x1CB996FC, 0xBB002BE7)
+    assert _threefry2x32(0x13198A2E, 0x03707344, 0x243F6A88, 0x85A308D3) == (0xC4923A9C, 0x483DF7A0)
+
+    # rand's float32 numbers are the top 23 bits of successive words: the
+    # seed is the key, the n-th draw of a generator starts at counter
+    # n * 2^32, and counter i gives words 2i and 2i + 1.
+    def uniform(word):
+        return (word >> 9) / 2.0**23
+
+    for seed in (0, 12345, (7 << 32) | 99):
+        g = torch.Generator(device="tpu")
+        g.manual_seed(seed)
+        for draw, n in enumerate((7, 2, 64)):
+            got = torch.rand(n, device="tpu", generator=g).cpu().double().tolist()
+            words = [w for i in range((n + 1) // 2)
+                     for w in _threefry2x32(seed & 0xFFFFFFFF, seed >> 32, i, draw)]
+            assert got == [uniform(w) for w in words[:n]], (seed, draw)
+
+
 def test_distributions(native_only):
     torch.tpu.manual_seed(0)
     n = 200_000
