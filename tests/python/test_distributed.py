@@ -281,9 +281,12 @@ def test_multiprocessing_spawn():
 
 
 def _trainer_lines(out):
-    # Anywhere in a line: the other rank's progress bar ends in a carriage
-    # return, not a newline, so a result can follow it on one line.
-    return [json.loads(ln[ln.index("TRAINER {") + len("TRAINER ") :]) for ln in out.splitlines() if "TRAINER {" in ln]
+    # Anywhere in a line, and whatever follows the object on it: the two
+    # ranks share the output, and the other rank's progress bar ends in a
+    # carriage return, not a newline, so it can share a line with a result.
+    dec = json.JSONDecoder()
+    return [dec.raw_decode(ln, ln.index("TRAINER {") + len("TRAINER "))[0]
+            for ln in out.splitlines() if "TRAINER {" in ln]
 
 
 def test_accelerate_launch_and_trainer_with_ddp(tmp_path):
