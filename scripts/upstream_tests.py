@@ -152,19 +152,31 @@ def extract(args):
 
 
 def load_skiplist():
-    """[(suite, "id" or "msg", regex, reason)] from tests/upstream/skiplist.txt:
+    """[(suite, [(on, regex), ...], reason)] from tests/upstream/skiplist.txt:
     `suite | regex | reason`, where the regex matches the test's node id, or
-    with a `msg:` prefix its outcome on tpu ("Exception: message"); '#'
-    starts a comment line."""
+    with a `msg:` prefix its outcome on tpu ("Exception: message"); several
+    joined by ` && ` must all match; '#' starts a comment line."""
     out = []
     for ln in SKIPLIST.read_text().splitlines():
         ln = ln.strip()
         if not ln or ln.startswith("#"):
             continue
-        suite, pat, reason = (x.strip() for x in ln.split("|", 2))
-        on = "msg" if pat.startswith("msg:") else "id"
-        out.append((suite, on, re.compile(pat[4:] if on == "msg" else pat), reason))
+        suite, pats, reason = (x.strip() for x in ln.split("|", 2))
+        conds = []
+        for pat in pats.split(" && "):
+            on = "msg" if pat.startswith("msg:") else "id"
+            conds.append((on, re.compile(pat[4:] if on == "msg" else pat)))
+        out.append((suite, conds, reason))
     return out
+
+
+def classified(skiplist, suite, nodeid, said):
+    """The reason of the first skip-list entry that the test (its node id
+    and its outcome on tpu) matches, else None."""
+    for s, conds, why in skiplist:
+        if s == suite and all(p.search(said if on == "msg" else nodeid) for on, p in conds):
+            return why
+    return None
 
 
 def device_env(suite, device):
@@ -268,7 +280,7 @@ def compare(suite, rel, cpu, tpu, skiplist):
             row["passed_tpu"] += 1
             continue
         said = f"{r.get('exc', o)}: {r.get('msg', '')}"
-        reason = next((why for s, on, pat, why in skiplist if s == suite and pat.search(said if on == "msg" else n)), None)
+        reason = classified(skiplist, suite, n, said)
         if reason is not None:
             row["classified"] += 1
             row["classified_tests"][n] = reason
@@ -295,8 +307,9 @@ def run(args):
     prov = json.loads(prov_file.read_text())
     skiplist = load_skiplist()
     print(f"skip list ({SKIPLIST.relative_to(ROOT)}): {len(skiplist)} classified entries")
-    for s, on, pat, why in skiplist:
-        print(f"  {s}: {'msg:' if on == 'msg' else ''}{pat.pattern} -- {why}")
+    for s, conds, why in skiplist:
+        pats = " && ".join(f"{'msg:' if on == 'msg' else ''}{p.pattern}" for on, p in conds)
+        print(f"  {s}: {pats} -- {why}")
     # transformers' pipeline tests import the package from the checkout's
     # src/: that is the installed package here.
     src = base / "transformers" / "src" / "transformers"
