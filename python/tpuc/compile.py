@@ -418,10 +418,19 @@ def backend(gm, example_inputs, **kwargs):
     return g
 
 
-def _on_tpu(inputs):
+def _on_tpu(inputs, gm=None):
+    """Whether the graph computes on tpu: an input on tpu, or (a graph with
+    no tensor inputs, such as FlexAttention's compiled create_block_mask) a
+    value the graph creates on tpu."""
     for x in inputs:
         if isinstance(x, torch.Tensor) and x.device.type == "tpu":
             return True
+    graph = getattr(gm, "graph", None)
+    for n in graph.nodes if graph is not None else ():
+        v = n.meta.get("example_value", n.meta.get("val"))
+        for t in v if isinstance(v, (tuple, list)) else (v,):
+            if isinstance(t, torch.Tensor) and t.device.type == "tpu":
+                return True
     return False
 
 
@@ -429,7 +438,7 @@ def install_default_backend():
     """Installs the routing below and the optimizer rule above.
 
     ``torch.compile(model)`` with no backend picks Inductor, which has no
-    code generator for tpu; graphs whose inputs are on tpu go to this backend
+    code generator for tpu; graphs that compute on tpu go to this backend
     instead (PyTorch has no per-device default backend to register)."""
     _install_capturable_lazily()
     wrapper = getattr(torch, "_TorchCompileInductorWrapper", None)
@@ -438,7 +447,7 @@ def install_default_backend():
     original = wrapper.__call__
 
     def __call__(self, model_, inputs_):
-        if _on_tpu(inputs_):
+        if _on_tpu(inputs_, model_):
             return backend(model_, inputs_)
         return original(self, model_, inputs_)
 

@@ -93,3 +93,23 @@ def test_float16_eager_and_sdpa_attention_differ_as_on_the_cpu(padding):
     diff = {dev: (out[dev, "eager"] - out[dev, "sdpa"]).abs().max().item() for dev in ("cpu", DEV)}
     torch.testing.assert_close(out[DEV, "sdpa"], out[DEV, "eager"], atol=5e-3, rtol=5e-3)
     assert diff[DEV] <= diff["cpu"] + 1e-3, diff
+
+
+def test_default_compile_of_a_graph_without_tensor_inputs_runs_on_tpu():
+    # transformers' test_flex_attention_with_grads: FlexAttention's masks come
+    # from torch.compile(create_block_mask) with the default backend, a graph
+    # whose only tensors are made inside it on tpu. It went to Inductor,
+    # which has no code generator for tpu ("No interface for device tpu").
+    import torch._dynamo
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    def causal(b, h, q, kv):
+        return q >= kv
+
+    torch._dynamo.reset()
+    compiled = torch.compile(create_block_mask)(causal, 1, 1, 300, 300, device=DEV)
+    eager = create_block_mask(causal, 1, 1, 300, 300, device="cpu")
+    assert compiled.kv_num_blocks.device.type == DEV
+    assert torch.equal(compiled.kv_num_blocks.cpu(), eager.kv_num_blocks)
+    assert torch.equal(compiled.kv_indices.cpu(), eager.kv_indices)
+    assert torch.equal(compiled.to_dense().cpu(), eager.to_dense())
