@@ -22,7 +22,8 @@ on cpu with what they did on tpu; failures are grouped by exception and
 message. A test classified in tests/upstream/skiplist.txt (one reason per
 entry; it asserts something no non-CUDA accelerator can do, or CPU-only
 behaviour) is counted as classified, not as passed, and every run prints
-the list.
+the list. The tpu run of a file starts with an empty compile cache (what a
+first run costs), or with --warm one kept across files and runs.
 """
 
 import argparse
@@ -30,9 +31,11 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tarfile
+import tempfile
 import time
 from pathlib import Path
 
@@ -200,9 +203,10 @@ def device_env(suite, device):
     return env
 
 
-def run_file(base, suite, rel, device, timeout, logdir, select=None):
+def run_file(base, suite, rel, device, timeout, logdir, select=None, cache_dir=None):
     """Runs one file on one device until every test has an outcome; returns
-    {nodeid: record} and the seconds it took."""
+    {nodeid: record} and the seconds it took. `cache_dir`: tpuc's compile
+    cache folder for the run."""
     cwd = base / suite
     log = logdir / f"{suite}-{rel.replace('/', '_')}-{device}.jsonl"
     log.unlink(missing_ok=True)
@@ -215,6 +219,8 @@ def run_file(base, suite, rel, device, timeout, logdir, select=None):
         if select:
             cmd += ["-k", select]
         env = device_env(suite, device)
+        if cache_dir is not None:
+            env["TPUC_CACHE_DIR"] = str(cache_dir)
         env["UPSTREAM_LOG"] = str(log)
         env["UPSTREAM_SKIP"] = str(skip)
         env["UPSTREAM_TIMEOUT"] = str(timeout)
@@ -342,8 +348,16 @@ def run(args):
                 continue
             print(f"{key}: cpu ...", flush=True)
             cpu, tc = run_file(base, suite, rel, "cpu", args.timeout, logdir, args.select)
-            print(f"{key}: tpu ...", flush=True)
-            tpu, tt = run_file(base, suite, rel, "tpu", args.timeout, logdir, args.select)
+            # Cold: an empty compile cache for the file (its child
+            # interpreters share it, as a user's processes share theirs);
+            # warm: one folder kept across files and runs.
+            cache = base / ".tpuc-cache" if args.warm else Path(tempfile.mkdtemp(prefix="tpuc-upstream-"))
+            print(f"{key}: tpu ({'warm' if args.warm else 'cold'} compile cache) ...", flush=True)
+            try:
+                tpu, tt = run_file(base, suite, rel, "tpu", args.timeout, logdir, args.select, cache)
+            finally:
+                if not args.warm:
+                    shutil.rmtree(cache, ignore_errors=True)
             for dev, res in (("cpu", cpu), ("tpu", tpu)):
                 (logdir / f"{suite}-{rel.replace('/', '_')}-{dev}.json").write_text(json.dumps(res, indent=1))
             row = compare(suite, rel, cpu, tpu, skiplist)
@@ -355,6 +369,7 @@ def run(args):
             row["files"] = {k: v for k, v in prov["files"].items() if k == f"{suite}/{rel}"}
             row["select"] = args.select  # a -k expression the run was limited to
             row["eager_mode"] = os.environ.get("TPUC_EAGER_MODE", "fused")
+            row["compile_cache"] = "warm" if args.warm else "cold"
             # Other runs may have written rows since this one started.
             if REPORT.exists() and args.only:
                 report["files"] = {**json.loads(REPORT.read_text())["files"], **report["files"]}
@@ -401,6 +416,9 @@ def main():
     r.add_argument("--only", nargs="*", help="SUITE or SUITE:FILE (the report keeps the other files' rows)")
     r.add_argument("--timeout", type=float, default=300.0, help="seconds a test may take before it counts as hung")
     r.add_argument("--select", help="a pytest -k expression limiting the run (recorded in the report)")
+    r.add_argument("--warm", action="store_true",
+                   help="keep tpuc's compile cache in DIR/.tpuc-cache across files and runs "
+                        "(default: an empty one per file, what a first run costs; recorded in the report)")
     t = sub.add_parser("table", help="print the committed report's table")
     args = ap.parse_args()
     if args.cmd == "extract":
