@@ -90,6 +90,18 @@ def machine():
             f"{os.cpu_count()} cores")
 
 
+def report_head(benchmark):
+    """The fields every benchmark's JSON starts with: its name, the date,
+    the machine and the tpu device."""
+    props = torch.tpu.get_device_properties(0)
+    return {
+        "benchmark": benchmark,
+        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": machine(),
+        "device": f"{props.platform}: {props.name}",
+    }
+
+
 def cpu_peak_bytes(fn):
     """Peak of live CPU tensor memory during fn(), from the profiler: each
     op's net allocation (self_cpu_memory_usage, innermost op) and the frees

@@ -2,7 +2,7 @@
 the tpu device with an empty compile cache, the way a test suite, a first
 training step or a new input shape does.
 
-Two workloads, each in a fresh process with an empty compile cache:
+Three workloads, each in a fresh process with an empty compile cache:
   suite  a test file's pattern: tiny Hugging Face models of several
          architectures (BERT, GPT-2, Llama, T5, ViT, and diffusers' UNet2D
          where diffusers is installed), each built from its own config with
@@ -16,14 +16,15 @@ Two workloads, each in a fresh process with an empty compile cache:
          numbers and dropout on 6M (median of 15).
 on: tpu in fused mode as it is by default (a segment's first run goes op by
 op, TPUC_FUSE_AFTER=2), fused mode compiling every segment at its first run
-(TPUC_FUSE_AFTER=1, what fused mode did before), strict mode, and PyTorch's
-CPU for reference. The losses of each tpu run must match the CPU's
-(rtol 1e-3) or the run's figure is replaced by the error.
+(TPUC_FUSE_AFTER=1, what fused mode did before) and at its third
+(TPUC_FUSE_AFTER=3), strict mode, and PyTorch's CPU for reference. The
+losses of each tpu run must match the CPU's (rtol 1e-3) or the run's figure
+is replaced by the error.
 
 Writes first_use.json to $TPUC_BENCH_RESULTS_DIR or bench/results and
 prints a table.
 
-  python bench/bench_first_use.py [--rounds N] [--workloads suite,train]
+  python bench/bench_first_use.py [--rounds N] [--workloads suite,train,random]
 
 A child (prints one JSON line):
   python bench/bench_first_use.py --child WORKLOAD --device tpu|cpu
@@ -45,6 +46,7 @@ CONFIGS = {
     # name: (device, environment over this one's)
     "fused": ("tpu", {"TPUC_EAGER_MODE": "fused", "TPUC_FUSE_AFTER": None}),
     "fused_compile_first_run": ("tpu", {"TPUC_EAGER_MODE": "fused", "TPUC_FUSE_AFTER": "1"}),
+    "fused_compile_third_run": ("tpu", {"TPUC_EAGER_MODE": "fused", "TPUC_FUSE_AFTER": "3"}),
     "strict": ("tpu", {"TPUC_EAGER_MODE": "strict", "TPUC_FUSE_AFTER": None}),
     "torch_cpu": ("cpu", {}),
 }
@@ -121,7 +123,7 @@ def child(workload, device):
         losses = {}
         t0 = time.perf_counter()
         for name, model, inputs in models:
-            model = model.to(device)
+            model = model.eval().to(device)  # no dropout: the CPU's losses compare
             inp = {k: v.to(device) for k, v in inputs.items()}
             with torch.no_grad():
                 for _ in range(2):
@@ -248,22 +250,29 @@ def main():
     import tpuc  # noqa: F401
 
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from bench_device import machine
+    from bench_device import report_head
 
     props = torch.tpu.get_device_properties(0)
     report = {
-        "benchmark": "first_use",
-        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "machine": machine(),
-        "device": f"{props.platform}: {props.name}",
+        **report_head("first_use"),
         "torch": torch.__version__,
         "transformers": transformers.__version__,
         "plugin": f"{props.plugin_package} {props.plugin_version}",
-        "load_avg_start": round(os.getloadavg()[0], 2),
         "rounds": args.rounds,
         "workloads": {},
     }
+    out_dir = os.environ.get("TPUC_BENCH_RESULTS_DIR",
+                             os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"))
+    path = os.path.join(out_dir, "first_use.json")
+    try:
+        # A run of some workloads keeps the others' entries (each has its
+        # own date and load).
+        with open(path) as fh:
+            report["workloads"] = json.load(fh).get("workloads", {})
+    except (OSError, ValueError):
+        pass
     for w in workloads:
+        load_start = round(os.getloadavg()[0], 2)
         runs = {c: [] for c in CONFIGS}
         for r in range(args.rounds):
             for c in CONFIGS:
@@ -295,18 +304,17 @@ def main():
         f, old = entry.get("fused", {}), entry.get("fused_compile_first_run", {})
         if "seconds" in f and "seconds" in old:
             entry["fused_speedup_over_compile_first_run"] = round(old["seconds"] / f["seconds"], 2)
+        entry["date"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        entry["load_avg"] = [load_start, round(os.getloadavg()[0], 2)]
         report["workloads"][w] = entry
-    report["load_avg_end"] = round(os.getloadavg()[0], 2)
-    out_dir = os.environ.get("TPUC_BENCH_RESULTS_DIR",
-                             os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"))
     os.makedirs(out_dir, exist_ok=True)
-    with open(os.path.join(out_dir, "first_use.json"), "w") as fh:
+    with open(path, "w") as fh:
         json.dump(report, fh, indent=2)
         fh.write("\n")
     print(f"\nfirst use, fresh process and empty compile cache ({report['machine']}):")
     for w, entry in report["workloads"].items():
         for c in CONFIGS:
-            e = entry[c]
+            e = entry.get(c, {"error": "not run"})
             fig = (f"{e['seconds']:8.2f} s" if "seconds" in e else f"ERROR {e['error']}")
             extra = ""
             if "compiles" in e:
