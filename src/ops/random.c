@@ -21,19 +21,17 @@ static tpuc_status* rotl32(op_ctx* c, tpuc_hlo_value x, int r,
   return tpuc_hlo_binary(c->fn, TPUC_HLO_OR, a, b, out);
 }
 
-/* The low and high 32 bits of the rank-0 u64 value v, each broadcast to
- * `t` (u32). */
-static tpuc_status* split64(op_ctx* c, tpuc_hlo_value v, const tpuc_hlo_type* t,
-                            tpuc_hlo_value* lo, tpuc_hlo_value* hi) {
-  tpuc_hlo_value mask, sh, a, b;
-  TRY(tpuc_hlo_constant_i64(c->fn, TPUC_DTYPE_U64, 0xFFFFFFFFLL, &mask));
-  TRY(tpuc_hlo_constant_i64(c->fn, TPUC_DTYPE_U64, 32, &sh));
-  TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_AND, v, mask, &a));
-  TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_SHIFT_RIGHT_LOGICAL, v, sh, &b));
-  TRY(tpuc_hlo_convert(c->fn, a, TPUC_DTYPE_U32, &a));
-  TRY(tpuc_hlo_convert(c->fn, b, TPUC_DTYPE_U32, &b));
-  TRY(tpuc_hlo_broadcast_in_dim(c->fn, a, t->dims, t->rank, NULL, lo));
-  return tpuc_hlo_broadcast_in_dim(c->fn, b, t->dims, t->rank, NULL, hi);
+/* The low and high 32 bits (u32) of the u64 value v of shape `t64`. */
+static tpuc_status* halves64(op_ctx* c, tpuc_hlo_value v,
+                             const tpuc_hlo_type* t64, tpuc_hlo_value* lo,
+                             tpuc_hlo_value* hi) {
+  tpuc_hlo_value mask, sh;
+  TRY(op_const(c, TPUC_DTYPE_U64, 4294967295.0, t64, &mask));
+  TRY(op_const(c, TPUC_DTYPE_U64, 32, t64, &sh));
+  TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_AND, v, mask, lo));
+  TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_SHIFT_RIGHT_LOGICAL, v, sh, hi));
+  TRY(tpuc_hlo_convert(c->fn, *lo, TPUC_DTYPE_U32, lo));
+  return tpuc_hlo_convert(c->fn, *hi, TPUC_DTYPE_U32, hi);
 }
 
 /* Threefry-2x32 with 20 rounds (Salmon et al., "Parallel random numbers:
@@ -48,8 +46,11 @@ static tpuc_status* threefry2x32(op_ctx* c, tpuc_hlo_value key,
                                  tpuc_hlo_value out[2]) {
   tpuc_hlo_type t = tpuc_hlo_type_make(TPUC_DTYPE_U32, &m, 1);
   tpuc_hlo_type t64 = tpuc_hlo_type_make(TPUC_DTYPE_U64, &m, 1);
-  tpuc_hlo_value ks[3], x[2], ctr, b, mask, sh;
-  TRY(split64(c, key, &t, &ks[0], &ks[1]));
+  tpuc_hlo_type scalar64 = tpuc_hlo_type_make(TPUC_DTYPE_U64, NULL, 0);
+  tpuc_hlo_value ks[3], x[2], ctr, b;
+  TRY(halves64(c, key, &scalar64, &ks[0], &ks[1]));
+  TRY(tpuc_hlo_broadcast_in_dim(c->fn, ks[0], &m, 1, NULL, &ks[0]));
+  TRY(tpuc_hlo_broadcast_in_dim(c->fn, ks[1], &m, 1, NULL, &ks[1]));
   TRY(op_const(c, TPUC_DTYPE_U32, 0x1BD11BDA, &t, &ks[2]));
   TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_XOR, ks[2], ks[0], &ks[2]));
   TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_XOR, ks[2], ks[1], &ks[2]));
@@ -57,12 +58,7 @@ static tpuc_status* threefry2x32(op_ctx* c, tpuc_hlo_value key,
   TRY(tpuc_hlo_iota(c->fn, &t64, 0, &ctr));
   TRY(tpuc_hlo_broadcast_in_dim(c->fn, base, &m, 1, NULL, &b));
   TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_ADD, ctr, b, &ctr));
-  TRY(op_const(c, TPUC_DTYPE_U64, 4294967295.0, &t64, &mask));
-  TRY(op_const(c, TPUC_DTYPE_U64, 32, &t64, &sh));
-  TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_AND, ctr, mask, &x[0]));
-  TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_SHIFT_RIGHT_LOGICAL, ctr, sh, &x[1]));
-  TRY(tpuc_hlo_convert(c->fn, x[0], TPUC_DTYPE_U32, &x[0]));
-  TRY(tpuc_hlo_convert(c->fn, x[1], TPUC_DTYPE_U32, &x[1]));
+  TRY(halves64(c, ctr, &t64, &x[0], &x[1]));
   TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_ADD, x[0], ks[0], &x[0]));
   TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_ADD, x[1], ks[1], &x[1]));
   static const int rot[8] = {13, 15, 26, 6, 17, 29, 16, 24};
@@ -176,9 +172,8 @@ static tpuc_status* uniform01_of_bits(op_ctx* c, tpuc_hlo_value bits,
   tpuc_hlo_value shift, one_bits, m, f, one;
   TRY(op_const(c, ut, wide ? 12 : 9, &s, &shift));
   TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_SHIFT_RIGHT_LOGICAL, bits, shift, &m));
-  TRY(tpuc_hlo_constant_i64(c->fn, ut,
-                            wide ? (int64_t)0x3FF0000000000000LL : 0x3F800000,
-                            &one_bits));
+  TRY(tpuc_hlo_constant_i64(
+      c->fn, ut, wide ? (int64_t)0x3FF0000000000000LL : 0x3F800000, &one_bits));
   TRY(tpuc_hlo_broadcast_in_dim(c->fn, one_bits, s.dims, s.rank, NULL,
                                 &one_bits));
   TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_OR, m, one_bits, &m));
