@@ -113,3 +113,42 @@ def test_default_compile_of_a_graph_without_tensor_inputs_runs_on_tpu():
     assert torch.equal(compiled.kv_num_blocks.cpu(), eager.kv_num_blocks)
     assert torch.equal(compiled.kv_indices.cpu(), eager.kv_indices)
     assert torch.equal(compiled.to_dense().cpu(), eager.to_dense())
+
+
+@pytest.mark.parametrize("qdtype", [torch.quint8, torch.qint8, torch.qint32])
+def test_quantized_tensors_live_on_tpu(qdtype):
+    # PyTorch's test_view_ops.py (flatten, ravel of _empty_affine_quantized)
+    # and test_shape_ops.py (flip of quantize_per_tensor): quantized tensors
+    # on tpu hold the same integers as on the CPU and view, flip and copy.
+    x = torch.randn(3, 4, 5)
+    qc = torch.quantize_per_tensor(x, 0.1, 5, qdtype)
+    qt = torch.quantize_per_tensor(x.to(DEV), 0.1, 5, qdtype)
+    assert qt.device.type == DEV and qt.dtype == qdtype and qt.is_quantized
+    assert (qt.q_scale(), qt.q_zero_point(), qt.qscheme()) == (0.1, 5, torch.per_tensor_affine)
+    assert torch.equal(qt.int_repr().cpu(), qc.int_repr())
+    assert torch.equal(qt.dequantize().cpu(), qc.dequantize())
+    assert torch.equal(qt.cpu().int_repr(), qc.int_repr())
+    assert torch.equal(qc.to(DEV).int_repr().cpu(), qc.int_repr())
+    for f in (lambda q: q.flip(0, 2), lambda q: q.flatten(1), lambda q: q.ravel(),
+              lambda q: q.transpose(0, 2).contiguous(), lambda q: q[1:, ::2]):
+        assert torch.equal(f(qt).int_repr().cpu(), f(qc).int_repr())
+    e = torch._empty_affine_quantized([2, 3], scale=2, zero_point=3, dtype=qdtype, device=DEV)
+    assert e.is_quantized and e.flatten(0, 1).shape == (6,) and e.view(-1).is_contiguous()
+    with pytest.raises(RuntimeError, match="start_dim cannot come after end_dim"):
+        e.flatten(1, 0)
+
+
+def test_quantized_per_channel_and_unsupported_types():
+    x = torch.randn(3, 4)
+    s, z = torch.tensor([0.1, 0.2, 0.3]), torch.tensor([1, 2, 3])
+    qc = torch.quantize_per_channel(x, s, z, 0, torch.qint8)
+    qt = torch.quantize_per_channel(x.to(DEV), s, z, 0, torch.qint8)
+    assert torch.equal(qt.int_repr().cpu(), qc.int_repr())
+    torch.testing.assert_close(qt.dequantize().cpu(), qc.dequantize())
+    # Sub-byte types and ops without a tpu kernel raise NotImplementedError,
+    # as they do on CUDA, and the device stays usable.
+    with pytest.raises(NotImplementedError):
+        torch.quantize_per_tensor(x.to(DEV), 0.1, 5, torch.quint4x2)
+    with pytest.raises(NotImplementedError):
+        torch.quantize_per_tensor(x.to(DEV), 0.1, 5, torch.quint8) + 1
+    assert (x.to(DEV) * 2).cpu().equal(x * 2)
