@@ -140,6 +140,7 @@ py::dict fused_stats() {
   d["donated"] = s.donated;
   d["background"] = s.background;
   d["by_ops"] = s.by_ops;
+  d["fuse_after"] = s.fuse_after;
   d["compile_seconds"] = s.compile_seconds;
   py::dict why;
   for (int r = 0; r < TPUC_FUSED_REASONS; r++)

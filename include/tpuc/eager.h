@@ -90,6 +90,8 @@ typedef struct tpuc_fused_stats {
                                 thread (step boundaries, size limit) */
   uint64_t by_ops;           /* segments run op by op: their first runs
                                 (TPUC_FUSE_AFTER) */
+  uint64_t fuse_after;       /* the run of a segment from which it is
+                                compiled (TPUC_FUSE_AFTER, read now) */
   double compile_seconds;
   uint64_t by_reason[TPUC_FUSED_REASONS];
 } tpuc_fused_stats;

@@ -418,7 +418,8 @@ def _child(spec_path):
 
             res["fallbacks"] = tpuc.fallback_report()
             fs = torch.tpu.fused_stats()
-            res["fused"] = {k: fs[k] for k in ("segments", "compiles", "recompiles", "compile_seconds")
+            res["fused"] = {k: fs[k] for k in ("segments", "compiles", "recompiles", "compile_seconds",
+                                                 "fuse_after")
                             if k in fs}
             res["fused_log"] = [{k: e[k] for k in ("reason", "ops", "program", "first_op", "last_op",
                                                    "changed")} for e in torch.tpu.fused_log()[-200:]]
@@ -663,14 +664,11 @@ def _judge(ref, tpu, tpu2, census, args):
     }
     # Recompiles: programs still compiled once the first steps have compiled
     # the step's own (a training loop should settle). Fused mode runs a
-    # segment op by op until its TPUC_FUSE_AFTER-th run (default 2), and a
-    # first step's segments differ from later ones (optimizer state is
-    # created), so the loop's own programs are all compiled by step
-    # TPUC_FUSE_AFTER + 1.
-    try:
-        after = max(1, int(os.environ.get("TPUC_FUSE_AFTER") or 2))
-    except ValueError:
-        after = 2
+    # segment op by op until its fuse_after-th run (TPUC_FUSE_AFTER, as the
+    # tpu run's runtime read it), and a first step's segments differ from
+    # later ones (optimizer state is created), so the loop's own programs
+    # are all compiled by step fuse_after + 1.
+    after = max(1, int((tpu.get("fused") or {}).get("fuse_after") or 1))
     settle = after + 1 if args.mode == "fused" else 2
     per_c = tpu.get("step_compiles", [])
     late = sum(per_c[settle:])

@@ -1886,6 +1886,7 @@ void tpuc_fused_get_stats(tpuc_fused_stats* out) {
   slock();
   *out = g_stats;
   sunlock();
+  out->fuse_after = fuse_after();
 }
 
 uint64_t tpuc_fused_pending(void) {

@@ -432,6 +432,8 @@ def test_fuse_after_sets_the_run_that_compiles(tmp_path, after):
 
 def test_op_by_op_runs_keep_checks_randomness_and_in_place_updates(monkeypatch):
     monkeypatch.delenv("TPUC_FUSE_AFTER")
+    # The runtime reports the run a segment compiles at (tpuc check reads it).
+    assert torch.tpu.fused_stats()["fuse_after"] == 2
     torch.tpu.set_eager_mode("fused")
     # Random ops: the same seed draws the same numbers op by op (first run)
     # as in the compiled segment (second run) and in strict mode.
