@@ -327,8 +327,35 @@ static bool whole_storage(const tpuc_view* v) {
              tpuc_storage_nbytes(v->storage);
 }
 
+/* A view that is a permutation of a dense block (a transpose or permute
+ * of a contiguous tensor, what empty_like keeps for one): its dims in
+ * storage order, largest stride first, size-1 dims last, in perm. */
+static bool dense_permutation(const tpuc_view* v, int64_t* perm) {
+  int k = 0;
+  for (int d = 0; d < v->rank; d++) {
+    if (v->sizes[d] == 1) continue;
+    int at = k++;
+    while (at > 0 && v->strides[perm[at - 1]] < v->strides[d]) {
+      perm[at] = perm[at - 1];
+      at--;
+    }
+    perm[at] = d;
+  }
+  int64_t expect = 1;
+  for (int i = k - 1; i >= 0; i--) {
+    if (v->strides[perm[i]] != expect) return false;
+    expect *= v->sizes[perm[i]];
+  }
+  for (int d = 0; d < v->rank; d++)
+    if (v->sizes[d] == 1) perm[k++] = d;
+  return true;
+}
+
 /* The storage value (u8, or -1 when the view covers it all) with `value`
- * (v's dtype and sizes) written through view `v`: new u8 bytes. */
+ * (v's dtype and sizes) written through view `v`: new u8 bytes. A dense
+ * view is written as its block, transposed into storage order, so only
+ * other views (overlapping or with gaps) scatter: XLA's CPU compiler can
+ * take minutes over a scatter of many dims. */
 static tpuc_status* write_view(tpuc_hlo_module* m, tpuc_hlo_fn* fn,
                                tpuc_hlo_value storage, const tpuc_view* v,
                                tpuc_hlo_value value, tpuc_hlo_value* out) {
@@ -343,7 +370,21 @@ static tpuc_status* write_view(tpuc_hlo_module* m, tpuc_hlo_fn* fn,
   int64_t n = 0;
   TRY(storage_elements(fn, v, storage, &flat, &n));
   tpuc_hlo_value updated;
-  if (row_major(v)) {
+  int64_t perm[TPUC_MAX_RANK];
+  bool dense = row_major(v) || dense_permutation(v, perm);
+  if (dense && !row_major(v)) {
+    /* Size-1 dims are dropped first: XLA's CPU compiler loops forever over
+     * a transpose of a reshape that only adds size-1 dims to a transpose
+     * (what a read of the same layout produces). */
+    int64_t sq[TPUC_MAX_RANK], at[TPUC_MAX_RANK], sperm[TPUC_MAX_RANK];
+    int k = 0;
+    for (int d = 0; d < v->rank; d++)
+      if (v->sizes[d] != 1) at[d] = k, sq[k++] = v->sizes[d];
+    for (int i = 0; i < k; i++) sperm[i] = at[perm[i]];
+    TRY(tpuc_hlo_reshape(fn, value, sq, k, &value));
+    TRY(tpuc_hlo_transpose(fn, value, sperm, &value));
+  }
+  if (dense) {
     tpuc_hlo_value parts[3];
     int64_t zero = 0, off = v->offset, end = v->offset + count;
     TRY(tpuc_hlo_slice(fn, flat, &zero, &off, NULL, &parts[0]));

@@ -152,3 +152,27 @@ def test_quantized_per_channel_and_unsupported_types():
     with pytest.raises(NotImplementedError):
         torch.quantize_per_tensor(x.to(DEV), 0.1, 5, torch.quint8) + 1
     assert (x.to(DEV) * 2).cpu().equal(x * 2)
+
+
+@pytest.mark.parametrize("mode", ["strict", "fused"])
+def test_copy_into_a_permuted_dense_layout(mode):
+    # PyTorch's test_view_ops.py::test_view: clone() of a twice-transposed
+    # 8-d tensor keeps its strides, and the copy into that layout compiled
+    # for more than 10 minutes (a scatter of 8-d indices). It is now written
+    # as a block transposed into storage order.
+    torch.tpu.set_eager_mode(mode)
+    try:
+        base = torch.rand(4, 2, 5, 1, 6, 2, 9, 3)
+        t = base.transpose(-1, 2).transpose(-2, 3)
+        x = base.to(DEV).transpose(-1, 2).transpose(-2, 3)
+        y = x.clone()
+        assert y.stride() == t.clone().stride() and torch.equal(y.cpu(), t)
+        view_size = [8, 1, 3, 3, 3, 4, 1, 3, 5]
+        assert torch.equal(x.view(*view_size).cpu(), y.view(*view_size).cpu())
+        t2 = base[:, :1].transpose(0, 4)
+        x2 = base.to(DEV)[:, :1].transpose(0, 4)
+        z = torch.empty_like(x2)
+        z.copy_(x2 * 2)
+        assert torch.equal(z.cpu(), t2 * 2)
+    finally:
+        torch.tpu.set_eager_mode("fused")
