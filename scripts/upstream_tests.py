@@ -346,6 +346,7 @@ def run(args):
         versions["diffusers"] = diffusers.__version__
     except ImportError:
         pass
+    written = {}
     for suite, files in SUITES.items():
         for rel in files:
             key = f"{suite}:{rel}"
@@ -378,10 +379,12 @@ def run(args):
             row["select"] = args.select  # a -k expression the run was limited to
             row["eager_mode"] = os.environ.get("TPUC_EAGER_MODE", "fused")
             row["compile_cache"] = "warm" if args.warm else "cold"
-            # Other runs may have written rows since this one started.
+            # Other runs may have written rows since this one started: only
+            # the rows this run made replace what the file holds now.
+            written[key] = row
             if REPORT.exists() and args.only:
-                report["files"] = {**json.loads(REPORT.read_text())["files"], **report["files"]}
-            report["files"][key] = row
+                report["files"] = json.loads(REPORT.read_text())["files"]
+            report["files"].update(written)
             print_row(key, row)
             report["versions"] = versions
             report["provenance"] = {k: v for k, v in prov.items() if k != "files"}

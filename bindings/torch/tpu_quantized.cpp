@@ -124,7 +124,8 @@ at::Tensor q_copy_from(const at::Tensor& src, const at::Tensor& dst,
               "Copying from quantized Tensor to non-quantized Tensor is not "
               "allowed, please use dequantize to get a float Tensor from a "
               "quantized Tensor");
-  TORCH_CHECK(src.scalar_type() == dst.scalar_type(),
+  TORCH_CHECK(src.scalar_type() == dst.scalar_type() &&
+                  src.sizes() == dst.sizes(),
               "Quantized Copy only works with same qtype and same Tensor "
               "sizes");
   int_view(dst).copy_(int_view(src), non_blocking);
