@@ -155,6 +155,24 @@ static tpuc_status* view_indices(tpuc_hlo_fn* fn, const tpuc_view* v,
   return tpuc_hlo_reshape(fn, idx, ishape, v->rank + 1, out);
 }
 
+/* The dims of `v` that move through its storage (size above 1, stride not
+ * 0) in `order`, largest stride first (stable): their count, or -1 when a
+ * stride is negative. */
+static int moving_dims(const tpuc_view* v, int* order) {
+  int k = 0;
+  for (int d = 0; d < v->rank; d++) {
+    if (v->sizes[d] == 1 || v->strides[d] == 0) continue;
+    if (v->strides[d] < 0) return -1;
+    int at = k++;
+    while (at > 0 && v->strides[order[at - 1]] < v->strides[d]) {
+      order[at] = order[at - 1];
+      at--;
+    }
+    order[at] = d;
+  }
+  return k;
+}
+
 /* Views whose strides nest (transposes and permutations, narrowed and
  * step-sliced dims, expanded dims): sort the dims that move by stride,
  * largest first; when each stride is a multiple of the next and spans that
@@ -168,18 +186,8 @@ static tpuc_status* read_nested(tpuc_hlo_fn* fn, const tpuc_view* v,
                                 tpuc_hlo_value flat, int64_t n,
                                 tpuc_hlo_value* out, bool* done) {
   int order[TPUC_MAX_RANK];
-  int k = 0;
-  for (int d = 0; d < v->rank; d++) {
-    if (v->sizes[d] == 1 || v->strides[d] == 0) continue;
-    if (v->strides[d] < 0) return NULL;
-    /* insertion by stride, largest first (stable) */
-    int at = k++;
-    while (at > 0 && v->strides[order[at - 1]] < v->strides[d]) {
-      order[at] = order[at - 1];
-      at--;
-    }
-    order[at] = d;
-  }
+  int k = moving_dims(v, order);
+  if (k < 0) return NULL;
   if (k == 0) {
     /* One element, broadcast (an expanded scalar). */
     int64_t start = v->offset, limit = v->offset + 1;
@@ -331,21 +339,16 @@ static bool whole_storage(const tpuc_view* v) {
  * of a contiguous tensor, what empty_like keeps for one): its dims in
  * storage order, largest stride first, size-1 dims last, in perm. */
 static bool dense_permutation(const tpuc_view* v, int64_t* perm) {
-  int k = 0;
-  for (int d = 0; d < v->rank; d++) {
-    if (v->sizes[d] == 1) continue;
-    int at = k++;
-    while (at > 0 && v->strides[perm[at - 1]] < v->strides[d]) {
-      perm[at] = perm[at - 1];
-      at--;
-    }
-    perm[at] = d;
-  }
+  int order[TPUC_MAX_RANK];
+  int k = moving_dims(v, order);
+  if (k < 0) return false;
   int64_t expect = 1;
   for (int i = k - 1; i >= 0; i--) {
-    if (v->strides[perm[i]] != expect) return false;
-    expect *= v->sizes[perm[i]];
+    if (v->strides[order[i]] != expect) return false;
+    expect *= v->sizes[order[i]];
+    perm[i] = order[i];
   }
+  if (expect != numel(v->sizes, v->rank)) return false; /* expanded dims */
   for (int d = 0; d < v->rank; d++)
     if (v->sizes[d] == 1) perm[k++] = d;
   return true;
@@ -371,7 +374,7 @@ static tpuc_status* write_view(tpuc_hlo_module* m, tpuc_hlo_fn* fn,
   TRY(storage_elements(fn, v, storage, &flat, &n));
   tpuc_hlo_value updated;
   int64_t perm[TPUC_MAX_RANK];
-  bool dense = row_major(v) || dense_permutation(v, perm);
+  bool dense = dense_permutation(v, perm);
   if (dense && !row_major(v)) {
     /* Size-1 dims are dropped first: XLA's CPU compiler loops forever over
      * a transpose of a reshape that only adds size-1 dims to a transpose
