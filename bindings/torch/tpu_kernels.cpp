@@ -295,6 +295,42 @@ void check_same_device(const c10::OperatorHandle& op,
   }
 }
 
+}  // namespace
+
+// TorchScript passes a Tensor[] or Tensor?[] argument as a list whose
+// element type is not the one IValue::isTensorList() and
+// isOptionalTensorList() compare with, so kernels (the CPU fallback's too)
+// took it for some other list. Give such a list the typed form that eager
+// calls pass.
+void normalize_tensor_lists(const c10::OperatorHandle& op,
+                            torch::jit::Stack* stack) {
+  const auto& schema_args = op.schema().arguments();
+  size_t n = schema_args.size();
+  for (size_t i = 0; i < n; i++) {
+    c10::IValue& v = (*stack)[stack->size() - n + i];
+    if (!v.isList() || v.isTensorList() || v.isOptionalTensorList()) continue;
+    auto list = schema_args[i].real_type()->cast<c10::ListType>();
+    if (!list) continue;
+    c10::TypePtr elem = list->getElementType();
+    bool optional = elem->kind() == c10::TypeKind::OptionalType;
+    if (optional) elem = elem->castRaw<c10::OptionalType>()->getElementType();
+    if (elem->kind() != c10::TypeKind::TensorType) continue;
+    if (optional) {
+      c10::List<std::optional<at::Tensor>> typed;
+      for (const c10::IValue& e : v.toListRef())
+        typed.push_back(e.isNone() ? std::nullopt
+                                   : std::optional<at::Tensor>(e.toTensor()));
+      v = c10::IValue(typed);
+    } else {
+      c10::List<at::Tensor> typed;
+      for (const c10::IValue& e : v.toListRef()) typed.push_back(e.toTensor());
+      v = c10::IValue(typed);
+    }
+  }
+}
+
+namespace {
+
 // Applies the TPUC_FALLBACK policy to running `name` on the CPU: raises in
 // error mode, counts it, warns the first time.
 void note_fallback(const std::string& name) {
@@ -337,6 +373,7 @@ void check_generator_device(const c10::OperatorHandle& op,
 }
 
 void fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  normalize_tensor_lists(op, stack);
   const auto& name = op.schema().operator_name();
   std::string full = name.name;
   if (!name.overload_name.empty()) full += "." + name.overload_name;

@@ -20,6 +20,8 @@ namespace tpuc_torch {
 
 void cpu_fallback_kernel(const c10::OperatorHandle& op,
                          torch::jit::Stack* stack);
+void normalize_tensor_lists(const c10::OperatorHandle& op,
+                            torch::jit::Stack* stack);
 const at::Generator& default_generator(c10::DeviceIndex index);
 void draw_rng(const at::Generator& gen, uint64_t out[2]);
 
@@ -330,6 +332,7 @@ void expand_mask_indices(const c10::OperatorHandle& op,
 
 void native_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   int index = table_index(op);
+  normalize_tensor_lists(op, stack);
   expand_mask_indices(op, stack);
   const auto& schema = op.schema();
   const auto& schema_args = schema.arguments();

@@ -159,6 +159,14 @@ tpuc_dtype to_tpuc_dtype(at::ScalarType t) {
       return TPUC_DTYPE_C64;
     case at::kComplexDouble:
       return TPUC_DTYPE_C128;
+    case at::kFloat8_e5m2:
+      return TPUC_DTYPE_F8E5M2;
+    case at::kFloat8_e4m3fn:
+      return TPUC_DTYPE_F8E4M3FN;
+    case at::kFloat8_e5m2fnuz:
+      return TPUC_DTYPE_F8E5M2FNUZ;
+    case at::kFloat8_e4m3fnuz:
+      return TPUC_DTYPE_F8E4M3FNUZ;
     default:
       TORCH_CHECK_TYPE(false, "tpu does not support dtype ", t);
   }
@@ -196,6 +204,14 @@ at::ScalarType to_scalar_type(tpuc_dtype d) {
       return at::kComplexFloat;
     case TPUC_DTYPE_C128:
       return at::kComplexDouble;
+    case TPUC_DTYPE_F8E5M2:
+      return at::kFloat8_e5m2;
+    case TPUC_DTYPE_F8E4M3FN:
+      return at::kFloat8_e4m3fn;
+    case TPUC_DTYPE_F8E5M2FNUZ:
+      return at::kFloat8_e5m2fnuz;
+    case TPUC_DTYPE_F8E4M3FNUZ:
+      return at::kFloat8_e4m3fnuz;
     default:
       TORCH_CHECK(false, "invalid tpuc dtype ", static_cast<int>(d));
   }

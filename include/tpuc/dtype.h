@@ -25,6 +25,13 @@ typedef enum tpuc_dtype {
   TPUC_DTYPE_F64,
   TPUC_DTYPE_C64,
   TPUC_DTYPE_C128,
+  /* 8-bit floats (PyTorch's float8_*): e<exponent bits>m<mantissa bits>;
+   * FN: finite only (no infinities, one NaN per sign); FNUZ: finite, no
+   * negative zero, the NaN is 0x80. */
+  TPUC_DTYPE_F8E5M2,
+  TPUC_DTYPE_F8E4M3FN,
+  TPUC_DTYPE_F8E5M2FNUZ,
+  TPUC_DTYPE_F8E4M3FNUZ,
   TPUC_DTYPE_COUNT_
 } tpuc_dtype;
 
@@ -36,7 +43,9 @@ const char* tpuc_dtype_mlir_name(tpuc_dtype dtype);
 /* Parses an MLIR element type spelling; TPUC_DTYPE_INVALID if unknown.
  * `len` is the length of `name` (it need not be NUL-terminated). */
 tpuc_dtype tpuc_dtype_from_mlir_name(const char* name, size_t len);
-int tpuc_dtype_is_float(tpuc_dtype dtype);   /* f16, bf16, f32, f64 */
+/* f16, bf16, f32, f64 and the 8-bit floats */
+int tpuc_dtype_is_float(tpuc_dtype dtype);
+int tpuc_dtype_is_float8(tpuc_dtype dtype);
 int tpuc_dtype_is_complex(tpuc_dtype dtype); /* c64, c128 */
 int tpuc_dtype_is_signed_int(tpuc_dtype dtype);
 int tpuc_dtype_is_unsigned_int(tpuc_dtype dtype);

@@ -25,6 +25,10 @@ static const dtype_row kRows[TPUC_DTYPE_COUNT_] = {
     [TPUC_DTYPE_F64] = {"f64", 8},
     [TPUC_DTYPE_C64] = {"complex<f32>", 8},
     [TPUC_DTYPE_C128] = {"complex<f64>", 16},
+    [TPUC_DTYPE_F8E5M2] = {"f8E5M2", 1},
+    [TPUC_DTYPE_F8E4M3FN] = {"f8E4M3FN", 1},
+    [TPUC_DTYPE_F8E5M2FNUZ] = {"f8E5M2FNUZ", 1},
+    [TPUC_DTYPE_F8E4M3FNUZ] = {"f8E4M3FNUZ", 1},
 };
 
 int tpuc_dtype_is_valid(tpuc_dtype d) {
@@ -48,9 +52,14 @@ tpuc_dtype tpuc_dtype_from_mlir_name(const char* name, size_t len) {
   return TPUC_DTYPE_INVALID;
 }
 
+int tpuc_dtype_is_float8(tpuc_dtype d) {
+  return d == TPUC_DTYPE_F8E5M2 || d == TPUC_DTYPE_F8E4M3FN ||
+         d == TPUC_DTYPE_F8E5M2FNUZ || d == TPUC_DTYPE_F8E4M3FNUZ;
+}
+
 int tpuc_dtype_is_float(tpuc_dtype d) {
   return d == TPUC_DTYPE_F16 || d == TPUC_DTYPE_BF16 || d == TPUC_DTYPE_F32 ||
-         d == TPUC_DTYPE_F64;
+         d == TPUC_DTYPE_F64 || tpuc_dtype_is_float8(d);
 }
 
 int tpuc_dtype_is_complex(tpuc_dtype d) {

@@ -172,6 +172,8 @@ tpuc_status* op_lower_fill(op_ctx* c, int param) {
                             "got tensor with %d dimensions.",
                             c->types[1].rank);
   tpuc_dtype vt = c->types[1].dtype;
+  if (tpuc_dtype_is_float(dt) && vt != TPUC_DTYPE_PRED)
+    op_host_check_float_fits(c, 1, dt); /* a scalar: checked on the host */
   if (tpuc_dtype_is_float(vt) && !tpuc_dtype_is_float(dt) &&
       !tpuc_dtype_is_complex(dt) && dt != TPUC_DTYPE_PRED) {
     /* A float into an integer tensor must fit (NaN and inf do not), or the

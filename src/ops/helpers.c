@@ -1,4 +1,5 @@
 /* Small helpers shared by the lowerings (ops_internal.h). */
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -56,7 +57,9 @@ tpuc_status* op_wrap_dim(int rank, int64_t dim, int64_t* out) {
 }
 
 tpuc_dtype op_accumulation_dtype(tpuc_dtype d) {
-  return (d == TPUC_DTYPE_F16 || d == TPUC_DTYPE_BF16) ? TPUC_DTYPE_F32 : d;
+  return (d == TPUC_DTYPE_F16 || d == TPUC_DTYPE_BF16 || tpuc_dtype_is_float8(d))
+             ? TPUC_DTYPE_F32
+             : d;
 }
 
 static tpuc_status* splat(op_ctx* c, tpuc_hlo_value x,
@@ -171,6 +174,48 @@ bool op_host_check_add(op_ctx* c, int i, double lo, bool lo_incl, double hi,
       c->n_host_checks == OP_MAX_HOST_CHECKS)
     return false;
   c->host_checks[c->n_host_checks++] =
-      (op_host_check){i, lo, hi, lo_incl, hi_incl, code, msg};
+      (op_host_check){i, lo, hi, lo_incl, hi_incl, false, false, code, msg};
+  return true;
+}
+
+double op_float_max(tpuc_dtype d) {
+  switch (d) {
+    case TPUC_DTYPE_F16:
+      return 65504.0;
+    case TPUC_DTYPE_BF16:
+      return 3.38953138925153547590470800371487866880e38;
+    case TPUC_DTYPE_F32:
+      return 3.40282346638528859811704183484516925440e38;
+    case TPUC_DTYPE_F8E5M2:
+    case TPUC_DTYPE_F8E5M2FNUZ:
+      return 57344.0;
+    case TPUC_DTYPE_F8E4M3FN:
+      return 448.0;
+    case TPUC_DTYPE_F8E4M3FNUZ:
+      return 240.0;
+    default:
+      return INFINITY;
+  }
+}
+
+bool op_host_check_float_fits(op_ctx* c, int i, tpuc_dtype dt) {
+  const char* msg;
+  switch (dt) {
+    case TPUC_DTYPE_F16: msg = "value cannot be converted to type c10::Half without overflow"; break;
+    case TPUC_DTYPE_BF16: msg = "value cannot be converted to type c10::BFloat16 without overflow"; break;
+    case TPUC_DTYPE_F32: msg = "value cannot be converted to type float without overflow"; break;
+    case TPUC_DTYPE_F8E5M2: msg = "value cannot be converted to type c10::Float8_e5m2 without overflow"; break;
+    case TPUC_DTYPE_F8E4M3FN: msg = "value cannot be converted to type c10::Float8_e4m3fn without overflow"; break;
+    case TPUC_DTYPE_F8E5M2FNUZ: msg = "value cannot be converted to type c10::Float8_e5m2fnuz without overflow"; break;
+    case TPUC_DTYPE_F8E4M3FNUZ: msg = "value cannot be converted to type c10::Float8_e4m3fnuz without overflow"; break;
+    default: return false;
+  }
+  double m = op_float_max(dt);
+  if (!op_host_check_add(c, i, -m, true, m, true, TPUC_INVALID_ARGUMENT, msg))
+    return false;
+  op_host_check* h = &c->host_checks[c->n_host_checks - 1];
+  h->nan_ok = true;
+  h->inf_ok = dt == TPUC_DTYPE_F16 || dt == TPUC_DTYPE_BF16 ||
+              dt == TPUC_DTYPE_F32 || dt == TPUC_DTYPE_F8E5M2;
   return true;
 }

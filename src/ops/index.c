@@ -169,20 +169,6 @@ static tpuc_status* norm_index(op_ctx* c, V x, int64_t size, bool wrap, V* out,
   return tpuc_hlo_select(c->fn, neg, up, x, out);
 }
 
-/* Largest finite value of a float dtype. */
-static double float_max(tpuc_dtype d) {
-  switch (d) {
-    case TPUC_DTYPE_F16:
-      return 65504.0;
-    case TPUC_DTYPE_BF16:
-      return 3.38953138925153547590470800371487866880e38;
-    case TPUC_DTYPE_F32:
-      return 3.40282346638528859811704183484516925440e38;
-    default:
-      return INFINITY;
-  }
-}
-
 /* Range of an integer dtype as doubles. */
 static void int_range(tpuc_dtype d, double* lo, double* hi) {
   int bits = (int)tpuc_dtype_size(d) * 8;
@@ -229,7 +215,7 @@ static tpuc_status* value_overflow(op_ctx* c, V v, tpuc_dtype vd, tpuc_dtype dt,
   V a, b;
   if (tpuc_dtype_is_float(dt)) {
     if (dt == TPUC_DTYPE_F64) return NULL;
-    hi = float_max(dt);
+    hi = op_float_max(dt);
     lo = -hi;
     if (!vfloat) {
       V l, h;

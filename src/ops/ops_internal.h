@@ -14,11 +14,13 @@
 #define OP_MAX_LIST 64
 
 /* "Scalar argument `arg` must lie in (lo, hi)" (each bound inclusive or
- * not; NaN is always bad), else the call fails with code and msg. */
+ * not; NaN bad unless nan_ok, infinities bad unless inf_ok), else the call
+ * fails with code and msg. */
 typedef struct op_host_check {
   int arg;
   double lo, hi;
   bool lo_incl, hi_incl;
+  bool nan_ok, inf_ok;
   tpuc_code code;
   const char* msg;
 } op_host_check;
@@ -123,6 +125,12 @@ extern const char* const op_complex_random[];
  * argument is not a host scalar (check it on the device then). */
 bool op_host_check_add(op_ctx* c, int i, double lo, bool lo_incl, double hi,
                        bool hi_incl, tpuc_code code, const char* msg);
+/* Adds c10's overflow check of a scalar converted to float dtype `dt`
+ * (NaN passes; infinities pass where `dt` has them; finite values must lie
+ * within its range); false when there is nothing to check on the host. */
+bool op_host_check_float_fits(op_ctx* c, int i, tpuc_dtype dt);
+/* Largest finite value of a float dtype (INFINITY for f64). */
+double op_float_max(tpuc_dtype d);
 
 /* PyTorch's ScalarType name of a dtype ("Float", "BFloat16"). */
 const char* op_torch_dtype_name(tpuc_dtype d);
@@ -189,6 +197,7 @@ tpuc_status* op_lower_compare(op_ctx* c, int param);
 tpuc_status* op_lower_unary(op_ctx* c, int param);
 tpuc_status* op_lower_where(op_ctx* c, int param);
 tpuc_status* op_lower_matmul(op_ctx* c, int param);
+tpuc_status* op_lower_scaled_mm(op_ctx* c, int param);
 tpuc_status* op_lower_reduce(op_ctx* c, int param);
 tpuc_status* op_lower_softmax(op_ctx* c, int log);
 tpuc_status* op_lower_copy(op_ctx* c, int param); /* tpuc::copy */

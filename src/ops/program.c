@@ -1,6 +1,7 @@
 /* The generic native-op path: one program per call that reads each tensor
  * argument out of its storage, runs the op's lowering, and writes each
  * result as bytes; compiled through the cache and executed (tpuc/ops.h). */
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -477,6 +478,10 @@ const char* op_torch_dtype_name(tpuc_dtype d) {
     case TPUC_DTYPE_F64: return "Double";
     case TPUC_DTYPE_C64: return "ComplexFloat";
     case TPUC_DTYPE_C128: return "ComplexDouble";
+    case TPUC_DTYPE_F8E5M2: return "Float8_e5m2";
+    case TPUC_DTYPE_F8E4M3FN: return "Float8_e4m3fn";
+    case TPUC_DTYPE_F8E5M2FNUZ: return "Float8_e5m2fnuz";
+    case TPUC_DTYPE_F8E4M3FNUZ: return "Float8_e4m3fnuz";
     default: return "?";
   }
 }
@@ -1298,8 +1303,10 @@ static tpuc_status* run_phase(tpuc_client* client, int device, int index,
     const op_host_check* h = &host_checks[k];
     const tpuc_op_arg* a = &args[h->arg];
     double v = a->scalar == TPUC_SCALAR_FLOAT ? a->f : (double)a->i;
-    bool ok = (h->lo_incl ? v >= h->lo : v > h->lo) &&
-              (h->hi_incl ? v <= h->hi : v < h->hi);
+    bool ok = isnan(v)   ? h->nan_ok
+              : isinf(v) && h->inf_ok ? true
+                                      : (h->lo_incl ? v >= h->lo : v > h->lo) &&
+                                            (h->hi_incl ? v <= h->hi : v < h->hi);
     if (!ok) {
       if (exe != NULL) tpuc_executable_release(exe);
       fz_text_release(text);

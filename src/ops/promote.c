@@ -14,6 +14,9 @@ tpuc_dtype tpuc_promote_types(tpuc_dtype a, tpuc_dtype b) {
   if (!tpuc_dtype_is_valid(a) || !tpuc_dtype_is_valid(b))
     return TPUC_DTYPE_INVALID;
   if (a == b) return a;
+  /* PyTorch promotes an 8-bit float with nothing but itself */
+  if (tpuc_dtype_is_float8(a) || tpuc_dtype_is_float8(b))
+    return TPUC_DTYPE_INVALID;
   if (a == TPUC_DTYPE_PRED) return b;
   if (b == TPUC_DTYPE_PRED) return a;
   int ca = category(a), cb = category(b);
@@ -82,9 +85,29 @@ tpuc_status* op_result_type(const op_ctx* c, const int* which, size_t n,
     }
   }
   tpuc_dtype r = combine(dim, combine(zero, wrapped));
-  if (r == TPUC_DTYPE_INVALID)
+  if (r == TPUC_DTYPE_INVALID) {
+    /* PyTorch refuses to promote an 8-bit float with any other type */
+    tpuc_dtype f8 = TPUC_DTYPE_INVALID, other = TPUC_DTYPE_INVALID;
+    for (size_t k = 0; k < n; k++) {
+      const tpuc_op_arg* a = &c->args[which[k]];
+      tpuc_dtype d = a->kind == TPUC_OP_ARG_TENSOR ? a->view.dtype
+                     : a->kind == TPUC_OP_ARG_SCALAR && a->scalar_is_tensor
+                         ? a->scalar_dtype
+                         : TPUC_DTYPE_INVALID;
+      if (tpuc_dtype_is_float8(d) && f8 == TPUC_DTYPE_INVALID)
+        f8 = d;
+      else if (d != TPUC_DTYPE_INVALID && other == TPUC_DTYPE_INVALID)
+        other = d;
+    }
+    if (f8 != TPUC_DTYPE_INVALID && other != TPUC_DTYPE_INVALID && f8 != other)
+      return tpuc_status_make(TPUC_INVALID_ARGUMENT,
+                              "Promotion for Float8 Types is not supported, "
+                              "attempted to promote %s and %s",
+                              op_torch_dtype_name(f8),
+                              op_torch_dtype_name(other));
     return tpuc_status_make(TPUC_UNIMPLEMENTED,
                             "no native type promotion for these operands");
+  }
   *out = r;
   return NULL;
 }

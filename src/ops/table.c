@@ -177,6 +177,8 @@ const op_entry op_table_core[] = {
     {"aten::_log_softmax.out", op_lower_softmax, 1},
     {"aten::mm", op_lower_matmul, 0},
     {"aten::mm.out", op_lower_matmul, 0},
+    {"aten::_scaled_mm", op_lower_scaled_mm, 0},
+    {"aten::_scaled_mm.out", op_lower_scaled_mm, 0},
     {"aten::bmm", op_lower_matmul, 1},
     {"aten::bmm.out", op_lower_matmul, 1},
     {"aten::fill_.Scalar", op_lower_fill, 0},

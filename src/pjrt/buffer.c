@@ -36,6 +36,14 @@ PJRT_Buffer_Type tpuc_pjrt_buffer_type(tpuc_dtype d) {
       return PJRT_Buffer_Type_C64;
     case TPUC_DTYPE_C128:
       return PJRT_Buffer_Type_C128;
+    case TPUC_DTYPE_F8E5M2:
+      return PJRT_Buffer_Type_F8E5M2;
+    case TPUC_DTYPE_F8E4M3FN:
+      return PJRT_Buffer_Type_F8E4M3FN;
+    case TPUC_DTYPE_F8E5M2FNUZ:
+      return PJRT_Buffer_Type_F8E5M2FNUZ;
+    case TPUC_DTYPE_F8E4M3FNUZ:
+      return PJRT_Buffer_Type_F8E4M3FNUZ;
     default:
       return PJRT_Buffer_Type_INVALID;
   }

@@ -40,8 +40,7 @@ import tpuc
 
 warnings.filterwarnings("ignore")
 MAX_SAMPLES = 2
-UNSUPPORTED = {torch.complex32, torch.float8_e4m3fn, torch.float8_e5m2,
-               torch.float8_e4m3fnuz, torch.float8_e5m2fnuz, torch.bits8,
+UNSUPPORTED = {torch.complex32, torch.bits8,
                torch.quint8, torch.qint8, torch.qint32}
 
 

@@ -176,3 +176,92 @@ def test_copy_into_a_permuted_dense_layout(mode):
         assert torch.equal(z.cpu(), t2 * 2)
     finally:
         torch.tpu.set_eager_mode("fused")
+
+
+F8 = [torch.float8_e5m2, torch.float8_e4m3fn, torch.float8_e5m2fnuz, torch.float8_e4m3fnuz]
+
+
+@pytest.mark.parametrize("dtype", F8, ids=str)
+def test_float8_tensors_live_on_tpu(dtype):
+    # PyTorch's test_indexing.py::test_index_select runs on the float8 types
+    # ("tpu does not support dtype Float8_e4m3fn" before).
+    x = torch.randn(4, 6) * 100
+    ref = x.to(dtype)
+    t = ref.to(DEV)
+    assert t.dtype == dtype and t.is_floating_point()
+    # Copies both ways are bit-exact, and the conversion on tpu rounds as
+    # the CPU's does (overflow to inf or NaN included).
+    assert torch.equal(t.cpu().view(torch.uint8), ref.view(torch.uint8))
+    edge = torch.tensor([1e6, -1e6, 0.3, -0.0, 1e-9, 2.0**-10, 17.5])
+    assert torch.equal(edge.to(DEV).to(dtype).cpu().view(torch.uint8), edge.to(dtype).view(torch.uint8))
+    assert torch.equal(t.float().cpu(), ref.float())
+    # Views and indexing ops, as the upstream test uses them.
+    idx = torch.tensor([0, 5, 5, 2])
+    assert torch.equal(torch.index_select(t, 1, idx.to(DEV)).cpu().view(torch.uint8), torch.index_select(ref, 1, idx).view(torch.uint8))
+    nc = t.repeat_interleave(2, dim=-1)[..., ::2]
+    assert torch.equal(nc.cpu().view(torch.uint8), ref.view(torch.uint8))
+    assert torch.equal(torch.cat([t, t.T.contiguous().T]).cpu().float(), torch.cat([ref.float(), ref.float()]))
+    # Scalars are encoded on the host: fill values round as the CPU's.
+    for v in (0.0, 1.0, -3.3, 200.0, 1e-3, float("nan")):
+        got = torch.full((2,), v, dtype=dtype, device=DEV).cpu().view(torch.uint8)
+        assert torch.equal(got, torch.full((2,), v, dtype=dtype).view(torch.uint8)) or v != v
+    # c10's overflow check of a fill value and its refusal to promote.
+    with pytest.raises(RuntimeError, match="without overflow"):
+        torch.full((2,), 1e6, dtype=dtype, device=DEV)
+    with pytest.raises(RuntimeError, match="Promotion for Float8 Types is not supported"):
+        t + torch.ones(6, device=DEV)
+
+
+def test_fill_value_overflow_into_floats_raises_as_on_cpu():
+    # c10 refuses a fill value a float dtype cannot hold (found with the
+    # float8 types; float16 had the same gap). NaN and infinities pass.
+    with pytest.raises(RuntimeError, match="c10::Half without overflow"):
+        torch.full((2,), 1e6, dtype=torch.float16, device=DEV)
+    with pytest.raises(RuntimeError, match="without overflow"):
+        torch.zeros(2, dtype=torch.bfloat16, device=DEV).fill_(1e39)
+    for v in (float("inf"), float("-inf")):
+        assert torch.full((2,), v, dtype=torch.float16, device=DEV).cpu().tolist() == [v, v]
+    with pytest.raises(RuntimeError, match="without overflow"):
+        torch.full((2,), float("inf"), dtype=torch.float8_e4m3fn, device=DEV)
+    assert torch.full((1,), float("nan"), dtype=torch.float8_e4m3fn, device=DEV).float().cpu().isnan().all()
+
+
+@pytest.mark.parametrize("out_dtype", [None, torch.bfloat16, torch.float32])
+def test_scaled_mm_of_float8_runs_natively(out_dtype):
+    # torch._scaled_mm, the float8 matmul of torchao and of float8 training
+    # recipes, with tensor-wide scales: computed in f32 on tpu, as the CPU
+    # computes it, with no CPU fallback.
+    import tpuc
+
+    a = torch.randn(16, 32).to(torch.float8_e4m3fn)
+    b = torch.randn(24, 32).to(torch.float8_e4m3fn).t()
+    sa, sb = torch.tensor(0.5), torch.tensor(3.0)
+    bias = None if out_dtype is None else torch.randn(24, dtype=out_dtype)
+    before = tpuc.fallback_report().get("aten::_scaled_mm", 0)
+    ref = torch._scaled_mm(a, b, sa, sb, bias=bias, out_dtype=out_dtype)
+    got = torch._scaled_mm(a.to(DEV), b.to(DEV), sa.to(DEV), sb.to(DEV), bias=None if bias is None else bias.to(DEV), out_dtype=out_dtype)
+    assert got.dtype == ref.dtype and got.shape == ref.shape
+    torch.testing.assert_close(got.cpu().float(), ref.float(), rtol=1e-2 if out_dtype else 0.13, atol=1e-2)
+    assert tpuc.fallback_report().get("aten::_scaled_mm", 0) == before
+
+
+def test_torchscript_index_put_with_a_mask_runs_natively():
+    # PyTorch's test_indexing.py::test_jit_indexing: TorchScript passes the
+    # Tensor?[] of index_put_ as a list of another element type; tpu took
+    # it for no tensor list and the CPU fallback failed on it.
+    import tpuc
+
+    def fn1(x):
+        x[x < 50] = 1.0
+        return x
+
+    def fn2(x):
+        x[0:50] = 1.0
+        return x
+
+    before = dict(tpuc.fallback_report())
+    data = torch.arange(100, device=DEV, dtype=torch.float)
+    ref = torch.cat([torch.ones(50), torch.arange(50.0, 100.0)])
+    for fn in (fn1, fn2):
+        assert torch.equal(torch.jit.script(fn)(data.clone()).cpu(), ref)
+    assert dict(tpuc.fallback_report()) == before
