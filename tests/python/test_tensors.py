@@ -118,4 +118,4 @@ def test_save_and_load(tmp_path):
 
 def test_unsupported_dtype_is_a_type_error():
     with pytest.raises(TypeError, match="tpu does not support dtype"):
-        torch.empty(3, dtype=torch.float8_e4m3fn, device="tpu")
+        torch.empty(3, dtype=torch.bits8, device="tpu")
