@@ -178,9 +178,9 @@ static uint8_t f64_to_f8(double d, f8_format f) {
                                       ((unsigned)q - (1u << f.mbits)));
   }
   unsigned top = (1u << f.ebits) - 1; /* all-ones exponent */
-  unsigned max_code = f.kind == F8_IEEE ? (top << f.mbits) - 1
-                      : f.kind == F8_FN ? (top << f.mbits) | ((1u << f.mbits) - 2)
-                                        : 0x7fu;
+  unsigned max_code = 0x7fu; /* FNUZ: every code but 0x80 is a number */
+  if (f.kind == F8_IEEE) max_code = (top << f.mbits) - 1;
+  if (f.kind == F8_FN) max_code = (top << f.mbits) | ((1u << f.mbits) - 2);
   if (code > max_code)
     return (uint8_t)(f.kind == F8_IEEE ? sign | (top << f.mbits) : nan);
   if (code == 0 && f.kind == F8_FNUZ) return 0; /* no -0 */

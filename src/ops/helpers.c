@@ -57,9 +57,9 @@ tpuc_status* op_wrap_dim(int rank, int64_t dim, int64_t* out) {
 }
 
 tpuc_dtype op_accumulation_dtype(tpuc_dtype d) {
-  return (d == TPUC_DTYPE_F16 || d == TPUC_DTYPE_BF16 || tpuc_dtype_is_float8(d))
-             ? TPUC_DTYPE_F32
-             : d;
+  bool narrow = d == TPUC_DTYPE_F16 || d == TPUC_DTYPE_BF16 ||
+                tpuc_dtype_is_float8(d);
+  return narrow ? TPUC_DTYPE_F32 : d;
 }
 
 static tpuc_status* splat(op_ctx* c, tpuc_hlo_value x,
@@ -198,18 +198,36 @@ double op_float_max(tpuc_dtype d) {
   }
 }
 
-bool op_host_check_float_fits(op_ctx* c, int i, tpuc_dtype dt) {
-  const char* msg;
+/* c10's message, which names the C++ type. */
+static const char* overflow_message(tpuc_dtype dt) {
   switch (dt) {
-    case TPUC_DTYPE_F16: msg = "value cannot be converted to type c10::Half without overflow"; break;
-    case TPUC_DTYPE_BF16: msg = "value cannot be converted to type c10::BFloat16 without overflow"; break;
-    case TPUC_DTYPE_F32: msg = "value cannot be converted to type float without overflow"; break;
-    case TPUC_DTYPE_F8E5M2: msg = "value cannot be converted to type c10::Float8_e5m2 without overflow"; break;
-    case TPUC_DTYPE_F8E4M3FN: msg = "value cannot be converted to type c10::Float8_e4m3fn without overflow"; break;
-    case TPUC_DTYPE_F8E5M2FNUZ: msg = "value cannot be converted to type c10::Float8_e5m2fnuz without overflow"; break;
-    case TPUC_DTYPE_F8E4M3FNUZ: msg = "value cannot be converted to type c10::Float8_e4m3fnuz without overflow"; break;
-    default: return false;
+    case TPUC_DTYPE_F16:
+      return "value cannot be converted to type c10::Half without overflow";
+    case TPUC_DTYPE_BF16:
+      return "value cannot be converted to type c10::BFloat16 without "
+             "overflow";
+    case TPUC_DTYPE_F32:
+      return "value cannot be converted to type float without overflow";
+    case TPUC_DTYPE_F8E5M2:
+      return "value cannot be converted to type c10::Float8_e5m2 without "
+             "overflow";
+    case TPUC_DTYPE_F8E4M3FN:
+      return "value cannot be converted to type c10::Float8_e4m3fn without "
+             "overflow";
+    case TPUC_DTYPE_F8E5M2FNUZ:
+      return "value cannot be converted to type c10::Float8_e5m2fnuz "
+             "without overflow";
+    case TPUC_DTYPE_F8E4M3FNUZ:
+      return "value cannot be converted to type c10::Float8_e4m3fnuz "
+             "without overflow";
+    default:
+      return NULL;
   }
+}
+
+bool op_host_check_float_fits(op_ctx* c, int i, tpuc_dtype dt) {
+  const char* msg = overflow_message(dt);
+  if (msg == NULL) return false; /* f64 holds any double */
   double m = op_float_max(dt);
   if (!op_host_check_add(c, i, -m, true, m, true, TPUC_INVALID_ARGUMENT, msg))
     return false;

@@ -64,7 +64,7 @@ tpuc_status* op_lower_scaled_mm(op_ctx* c, int param) {
       !tpuc_dtype_is_float8(b->dtype) || a->dims[1] != b->dims[0])
     return op_unimpl("the CPU checks these operands");
   for (int s = 2; s <= 3; s++)
-    if (c->types[s].dtype != TPUC_DTYPE_F32 ||
+    if (c->types[s].dtype != TPUC_DTYPE_F32 || c->types[s].rank > 2 ||
         tpuc_hlo_type_num_elements(&c->types[s]) != 1)
       return op_unimpl("row-wise scales run on the CPU");
   bool bias = c->nargs > 4 && !op_is_none(c, 4);
@@ -79,11 +79,11 @@ tpuc_status* op_lower_scaled_mm(op_ctx* c, int param) {
   int64_t dims[2] = {a->dims[0], b->dims[1]};
   tpuc_hlo_type t = tpuc_hlo_type_make(TPUC_DTYPE_F32, dims, 2);
   if (bias) {
-    tpuc_hlo_type bt;
-    if (op_broadcast_shape(c, (int[]){4}, 1, &bt) != NULL || bt.rank > 2 ||
-        (bt.rank >= 1 && bt.dims[bt.rank - 1] != 1 &&
-         bt.dims[bt.rank - 1] != dims[1]) ||
-        (bt.rank == 2 && bt.dims[0] != 1 && bt.dims[0] != dims[0]))
+    const tpuc_hlo_type* bt = &c->types[4];
+    if (bt->rank > 2 ||
+        (bt->rank >= 1 && bt->dims[bt->rank - 1] != 1 &&
+         bt->dims[bt->rank - 1] != dims[1]) ||
+        (bt->rank == 2 && bt->dims[0] != 1 && bt->dims[0] != dims[0]))
       return op_unimpl("the CPU checks the bias");
   }
   tpuc_hlo_value a32, b32, y, sa, sb, bv;

@@ -1303,10 +1303,10 @@ static tpuc_status* run_phase(tpuc_client* client, int device, int index,
     const op_host_check* h = &host_checks[k];
     const tpuc_op_arg* a = &args[h->arg];
     double v = a->scalar == TPUC_SCALAR_FLOAT ? a->f : (double)a->i;
-    bool ok = isnan(v)   ? h->nan_ok
-              : isinf(v) && h->inf_ok ? true
-                                      : (h->lo_incl ? v >= h->lo : v > h->lo) &&
-                                            (h->hi_incl ? v <= h->hi : v < h->hi);
+    bool ok = (h->lo_incl ? v >= h->lo : v > h->lo) &&
+              (h->hi_incl ? v <= h->hi : v < h->hi);
+    if (isnan(v)) ok = h->nan_ok;
+    if (isinf(v) && h->inf_ok) ok = true;
     if (!ok) {
       if (exe != NULL) tpuc_executable_release(exe);
       fz_text_release(text);
