@@ -14,7 +14,7 @@
 #define TRY(expr) TPUC_RETURN_IF_ERROR(expr)
 
 /* A call records as one node of the runtime's segments. */
-_Static_assert(OP_MAX_ARGS + OP_MAX_LIST + OP_MAX_OUTS + 1 <= FZ_MAX_IN,
+_Static_assert(2 * (OP_MAX_ARGS + OP_MAX_LIST + OP_MAX_OUTS) + 1 <= FZ_MAX_IN,
                "a call has more inputs than a recorded node takes");
 _Static_assert(OP_MAX_OUTS + 1 <= FZ_MAX_OUT,
                "a call has more outputs than a recorded node takes");
@@ -37,6 +37,19 @@ static bool row_major(const tpuc_view* v) {
     expect *= v->sizes[d];
   }
   return true;
+}
+
+/* A view whose offset is an operand of its program (an s64 input) rather
+ * than a constant: a row-major block that is not its whole storage. Loops
+ * over rows (`x[i]`, `x[i] = y`) then share one program instead of
+ * compiling one per offset. Decided by what the key holds (sizes, strides,
+ * dtype, storage size), never by the offset itself. */
+static bool offset_operand(const tpuc_view* v) {
+  if (v == NULL || v->storage == NULL || !row_major(v)) return false;
+  int64_t count = numel(v->sizes, v->rank);
+  size_t es = tpuc_dtype_size(v->dtype);
+  return count > 0 && es > 0 &&
+         (uint64_t)count < tpuc_storage_nbytes(v->storage) / es;
 }
 
 /* The real type of a complex dtype's components. */
@@ -265,13 +278,20 @@ static tpuc_status* read_nested(tpuc_hlo_fn* fn, const tpuc_view* v,
   return NULL;
 }
 
-/* Reads view `v` out of `storage` (a u8[nbytes] @main argument). */
+/* Reads view `v` out of `storage` (a u8[nbytes] @main argument); `offset`
+ * is its s64 offset operand where offset_operand(v), else -1. */
 static tpuc_status* read_view(tpuc_hlo_fn* fn, const tpuc_view* v,
-                              tpuc_hlo_value storage, tpuc_hlo_value* out) {
+                              tpuc_hlo_value storage, tpuc_hlo_value offset,
+                              tpuc_hlo_value* out) {
   tpuc_hlo_value flat;
   int64_t n = 0;
   TRY(storage_elements(fn, v, storage, &flat, &n));
   int64_t count = numel(v->sizes, v->rank);
+  if (offset >= 0) {
+    tpuc_hlo_value s;
+    TRY(tpuc_hlo_dynamic_slice(fn, flat, &offset, &count, &s));
+    return tpuc_hlo_reshape(fn, s, v->sizes, v->rank, out);
+  }
   if (count == 0 || row_major(v)) {
     int64_t start = count == 0 ? 0 : v->offset, limit = start + count, one = 1;
     tpuc_hlo_value s;
@@ -362,7 +382,8 @@ static bool dense_permutation(const tpuc_view* v, int64_t* perm) {
  * take minutes over a scatter of many dims. */
 static tpuc_status* write_view(tpuc_hlo_module* m, tpuc_hlo_fn* fn,
                                tpuc_hlo_value storage, const tpuc_view* v,
-                               tpuc_hlo_value value, tpuc_hlo_value* out) {
+                               tpuc_hlo_value offset, tpuc_hlo_value value,
+                               tpuc_hlo_value* out) {
   tpuc_hlo_type vt = tpuc_hlo_type_make(v->dtype, v->sizes, v->rank);
   if (storage < 0) return to_bytes(fn, value, &vt, out);
   int64_t count = numel(v->sizes, v->rank);
@@ -388,7 +409,11 @@ static tpuc_status* write_view(tpuc_hlo_module* m, tpuc_hlo_fn* fn,
     TRY(tpuc_hlo_reshape(fn, value, sq, k, &value));
     TRY(tpuc_hlo_transpose(fn, value, sperm, &value));
   }
-  if (dense) {
+  if (offset >= 0) {
+    /* offset_operand(v): a row-major block at a run-time offset */
+    TRY(tpuc_hlo_reshape(fn, value, &count, 1, &value));
+    TRY(tpuc_hlo_dynamic_update_slice(fn, flat, value, &offset, &updated));
+  } else if (dense) {
     tpuc_hlo_value parts[3];
     int64_t zero = 0, off = v->offset, end = v->offset + count;
     TRY(tpuc_hlo_slice(fn, flat, &zero, &off, NULL, &parts[0]));
@@ -636,7 +661,9 @@ static void key_view(keybuf* k, const tpuc_view* v) {
   key_put(k, &v->rank, sizeof v->rank);
   key_put(k, v->sizes, sizeof(int64_t) * (size_t)v->rank);
   key_put(k, v->strides, sizeof(int64_t) * (size_t)v->rank);
-  key_put(k, &v->offset, sizeof v->offset);
+  bool operand = offset_operand(v);
+  key_put(k, &operand, sizeof operand);
+  if (!operand) key_put(k, &v->offset, sizeof v->offset);
   key_put(k, &nbytes, sizeof nbytes);
   tpuc_dtype held = tpuc_storage_value_dtype(v->storage);
   key_put(k, &held, sizeof held);
@@ -876,7 +903,7 @@ void tpuc_op_cache_clear(tpuc_client* client) {
 /* --------------------------------- run --------------------------------- */
 
 typedef struct {
-  tpuc_buffer* in[OP_MAX_ARGS + OP_MAX_LIST + OP_MAX_OUTS];
+  tpuc_buffer* in[2 * (OP_MAX_ARGS + OP_MAX_LIST + OP_MAX_OUTS) + 1];
   size_t nin;
 } run_inputs;
 
@@ -978,17 +1005,31 @@ static void scalar_cache_clear(tpuc_client* client) {
   for (size_t i = 0; i < n; i++) tpuc_buffer_release(gone[i]);
 }
 
-/* The buffers the program takes for argument `a`: its storage's value, or
- * the scalar as a rank-0 f64/i64 buffer. */
+/* View v's offset as an s64 input, where it is an operand of the program
+ * (offset_operand). */
+static tpuc_status* collect_offset(const tpuc_view* v, tpuc_client* client,
+                                   int device, run_inputs* r) {
+  if (!offset_operand(v)) return NULL;
+  TRY(scalar_buffer(client, device, false, &v->offset, &r->in[r->nin]));
+  r->nin++;
+  return NULL;
+}
+
+/* The buffers the program takes for argument `a`: its storage's value (and
+ * its view's offset, offset_operand), or the scalar as a rank-0 f64/i64
+ * buffer. */
 static tpuc_status* collect_input(const tpuc_op_arg* a, size_t i,
                                   tpuc_client* client, int device,
                                   run_inputs* r) {
   if (a->kind == TPUC_OP_ARG_TENSOR) {
     TRY(collect_view(&a->view, i, device, r));
+    TRY(collect_offset(&a->view, client, device, r));
   } else if (a->kind == TPUC_OP_ARG_TENSOR_LIST) {
     for (size_t e = 0; e < a->num_views; e++)
-      if (a->views[e].storage != NULL)
+      if (a->views[e].storage != NULL) {
         TRY(collect_view(&a->views[e], i, device, r));
+        TRY(collect_offset(&a->views[e], client, device, r));
+      }
   } else if (a->kind == TPUC_OP_ARG_SCALAR) {
     bool is_float = a->scalar == TPUC_SCALAR_FLOAT;
     TRY(scalar_buffer(client, device, is_float,
@@ -997,6 +1038,15 @@ static tpuc_status* collect_input(const tpuc_op_arg* a, size_t i,
     r->nin++;
   }
   return NULL;
+}
+
+/* Declares view v's offset operand (offset_operand), else sets -1. */
+static tpuc_status* declare_offset(tpuc_hlo_fn* fn, const tpuc_view* v,
+                                   tpuc_hlo_value* out) {
+  *out = -1;
+  if (!offset_operand(v)) return NULL;
+  tpuc_hlo_type t = tpuc_hlo_type_scalar(TPUC_DTYPE_S64);
+  return tpuc_hlo_arg(fn, &t, out);
 }
 
 /* Declares argument i as @main arguments and reads its value. */
@@ -1008,7 +1058,9 @@ static tpuc_status* declare_arg(op_ctx* c, size_t i) {
     tpuc_hlo_value sv;
     TRY(tpuc_hlo_arg(c->fn, &st, &sv));
     c->storage_vals[i] = sv;
-    TRY(read_view(c->fn, &a->view, sv, &c->vals[i]));
+    tpuc_hlo_value off;
+    TRY(declare_offset(c->fn, &a->view, &off));
+    TRY(read_view(c->fn, &a->view, sv, off, &c->vals[i]));
     if (a->conj && tpuc_dtype_is_complex(a->view.dtype)) {
       tpuc_hlo_value re, im;
       TRY(tpuc_hlo_unary(c->fn, TPUC_HLO_REAL, c->vals[i], &re));
@@ -1045,7 +1097,10 @@ static tpuc_status* declare_arg(op_ctx* c, size_t i) {
       TRY(tpuc_view_check(v));
       tpuc_hlo_type st = storage_type(v->storage);
       TRY(tpuc_hlo_arg(c->fn, &st, &c->list_storage[slot]));
-      TRY(read_view(c->fn, v, c->list_storage[slot], &c->list_pool[slot]));
+      tpuc_hlo_value off;
+      TRY(declare_offset(c->fn, v, &off));
+      TRY(read_view(c->fn, v, c->list_storage[slot], off,
+                    &c->list_pool[slot]));
       c->list_pool_types[slot] = tpuc_hlo_type_make(v->dtype, v->sizes,
                                                     v->rank);
     }
@@ -1133,9 +1188,11 @@ static tpuc_status* build_program(tpuc_client* client, const op_entry* e,
     st = tpuc_status_make(TPUC_INTERNAL, "%s produced %zu results", e->name,
                           c->nouts);
   tpuc_hlo_value bytes[OP_MAX_OUTS + 1], written_bytes[OP_MAX_OUTS];
-  /* Extra inputs: storages of write targets no argument reads. */
-  tpuc_hlo_value extra[OP_MAX_OUTS];
+  /* Extra inputs: storages of write targets no argument reads, and the
+   * targets' offsets (offset_operand). */
+  tpuc_hlo_value extra[OP_MAX_OUTS], target_offset[OP_MAX_OUTS];
   for (size_t k = 0; st == NULL && k < OP_MAX_OUTS; k++) {
+    target_offset[k] = -1;
     if (c->opts->write_to[k] == NULL) continue;
     if (k >= c->nouts) {
       st = tpuc_status_make(TPUC_INTERNAL, "%s has no result %zu to write",
@@ -1147,6 +1204,8 @@ static tpuc_status* build_program(tpuc_client* client, const op_entry* e,
       tpuc_hlo_type ut = storage_type(c->opts->write_to[k]->storage);
       st = tpuc_hlo_arg(c->fn, &ut, &extra[w.index]);
     }
+    if (st == NULL)
+      st = declare_offset(c->fn, c->opts->write_to[k], &target_offset[k]);
   }
   size_t nret = 0;
   for (size_t k = 0; st == NULL && k < c->nouts; k++) {
@@ -1199,7 +1258,8 @@ static tpuc_status* build_program(tpuc_client* client, const op_entry* e,
                           : w.kind == WSRC_TARGET ? written_bytes[w.index]
                           : w.kind == WSRC_INPUT  ? extra[w.index]
                                                   : -1;
-    if (st == NULL) st = write_view(m, c->fn, base, t, v, &bytes[nret]);
+    if (st == NULL)
+      st = write_view(m, c->fn, base, t, target_offset[k], v, &bytes[nret]);
     written_bytes[k] = bytes[nret++];
     out_types[k] = tpuc_hlo_type_make(t->dtype, t->sizes, t->rank);
   }
@@ -1329,6 +1389,7 @@ static tpuc_status* run_phase(tpuc_client* client, int device, int index,
     if (options->write_to[k] == NULL) continue;
     if (write_source(args, num_args, options, k).kind == WSRC_INPUT)
       st = collect_view(options->write_to[k], num_args + k, device, &r);
+    if (st == NULL) st = collect_offset(options->write_to[k], client, device, &r);
   }
   tpuc_buffer* outs[OP_MAX_OUTS + 1] = {0};
   size_t ndef = 0;

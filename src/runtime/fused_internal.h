@@ -13,9 +13,9 @@
 #include "tpuc/tpuc.h"
 
 /* The most inputs and outputs one recorded node has (a call's tensor
- * arguments, Tensor[] entries and write targets; its results and argument
- * check). */
-#define FZ_MAX_IN 89
+ * arguments, Tensor[] entries and write targets, each with its view's
+ * offset; its random key; its results and argument check). */
+#define FZ_MAX_IN 177
 #define FZ_MAX_OUT 9
 
 /* ---- fused eager (fused.c) ---- */
