@@ -265,3 +265,32 @@ def test_torchscript_index_put_with_a_mask_runs_natively():
     for fn in (fn1, fn2):
         assert torch.equal(torch.jit.script(fn)(data.clone()).cpu(), ref)
     assert dict(tpuc.fallback_report()) == before
+
+
+@pytest.mark.parametrize("mode", ["strict", "fused"])
+def test_a_loop_over_rows_compiles_once(mode):
+    # PyTorch's test_indexing.py loops (test_index_copy_deterministic,
+    # test_index_reduce) write x[i] for i in a range: a row-major view's
+    # offset is an operand of its program, so a new row reuses the program
+    # (it compiled one per offset before).
+    import tpuc
+
+    with torch.tpu.eager_mode(mode):
+        ref = torch.randn(12, 3, 5)
+        src = torch.randn(12, 3, 5)
+        x, s = ref.to(DEV), src.to(DEV)
+
+        def step(i):
+            ref[i] = src[(i + 1) % 12] * 2 + ref[i]
+            x[i] = s[(i + 1) % 12] * 2 + x[i]
+            ref.view(-1)[i * 7:i * 7 + 4].add_(1)
+            x.view(-1)[i * 7:i * 7 + 4].add_(1)
+            return float(x[i].sum()), float(ref[i].sum())
+
+        for i in range(3):  # fused mode compiles a segment at its 2nd run
+            step(i)
+        before = tpuc._C.compile_cache_stats()["misses"]
+        got, want = zip(*[step(i) for i in range(3, 11)])
+        assert tpuc._C.compile_cache_stats()["misses"] == before
+        assert torch.equal(x.cpu(), ref)
+        assert got == pytest.approx(want, rel=1e-5)
