@@ -1389,7 +1389,8 @@ static tpuc_status* run_phase(tpuc_client* client, int device, int index,
     if (options->write_to[k] == NULL) continue;
     if (write_source(args, num_args, options, k).kind == WSRC_INPUT)
       st = collect_view(options->write_to[k], num_args + k, device, &r);
-    if (st == NULL) st = collect_offset(options->write_to[k], client, device, &r);
+    if (st == NULL)
+      st = collect_offset(options->write_to[k], client, device, &r);
   }
   tpuc_buffer* outs[OP_MAX_OUTS + 1] = {0};
   size_t ndef = 0;
