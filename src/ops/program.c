@@ -376,7 +376,8 @@ static bool dense_permutation(const tpuc_view* v, int64_t* perm) {
 }
 
 /* The storage value (u8, or -1 when the view covers it all) with `value`
- * (v's dtype and sizes) written through view `v`: new u8 bytes. A dense
+ * (v's dtype and sizes) written through view `v`: new u8 bytes. `offset`
+ * is v's s64 offset operand where offset_operand(v), else -1. A dense
  * view is written as its block, transposed into storage order, so only
  * other views (overlapping or with gaps) scatter: XLA's CPU compiler can
  * take minutes over a scatter of many dims. */
