@@ -321,7 +321,7 @@ def main():
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--model", default=None)
     p.add_argument("--steps", type=int, default=5)
-    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--warmup", type=int, default=4)
     p.add_argument("--mode", default="ddp")
     p.add_argument("--out", default=None)
     p.add_argument("--collectives-rank", action="store_true")

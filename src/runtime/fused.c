@@ -279,7 +279,7 @@ static size_t min_period(void) {
  * use: a test may change it. The count is per process and never looks at
  * the compile cache, so a run's results do not depend on what an earlier
  * process left there. */
-static size_t fuse_after(void) { return env_size("TPUC_FUSE_AFTER", 2, 1); }
+static size_t fuse_after(void) { return env_size("TPUC_FUSE_AFTER", 3, 1); }
 
 /* Runs of each segment key so far that had no program (under g_mu). When
  * the table is three quarters full it starts over: a forgotten segment only

@@ -208,9 +208,9 @@ def test_scalars_do_not_recompile():
         torch.testing.assert_close(x.cpu(), torch.full((7,), 5.4))
         assert _lookups() == before + 1  # only mul_'s first call
     # Fused: the segment's program does not depend on the values either (it
-    # runs op by op first, is compiled at its second run, and found after).
+    # runs op by op first, is compiled at its third run, and found after).
     with torch.tpu.eager_mode("fused"):
-        for a, b, want in ((0.5, 2.0, 1.0), (0.7, 3.0, 2.1), (0.25, 4.0, 1.0)):
+        for a, b, want in ((0.5, 2.0, 1.0), (0.7, 3.0, 2.1), (0.5, 5.0, 2.5), (0.25, 4.0, 1.0)):
             x = torch.zeros(7, device="tpu")
             torch.tpu.synchronize()
             before = _lookups()
@@ -218,7 +218,7 @@ def test_scalars_do_not_recompile():
             x.mul_(b)
             torch.testing.assert_close(x.cpu(), torch.full((7,), want))
             if a == 0.25:
-                assert _lookups() == before, "the third segment compiled again"
+                assert _lookups() == before, "the fourth segment compiled again"
 
 
 def test_complex_tensors_run_natively(native_only):

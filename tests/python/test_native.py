@@ -121,8 +121,8 @@ def test_scalar_values_share_an_executable(mode):
         x = torch.randn(7, 3, device="tpu")
         torch.tpu.synchronize()
         # Fused mode runs a new segment op by op first and compiles it at
-        # its second run (TPUC_FUSE_AFTER, default 2): warm up twice.
-        for _ in range(2):
+        # its third run (TPUC_FUSE_AFTER, default 3): warm up three times.
+        for _ in range(3):
             (x * 0.5).cpu()
         before = tpuc._C.compile_cache_stats()
         for v in (0.7, 1.9, -3.0):

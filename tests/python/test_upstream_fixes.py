@@ -287,7 +287,7 @@ def test_a_loop_over_rows_compiles_once(mode):
             x.view(-1)[i * 7:i * 7 + 4].add_(1)
             return float(x[i].sum()), float(ref[i].sum())
 
-        for i in range(3):  # fused mode compiles a segment at its 2nd run
+        for i in range(3):  # fused mode compiles a segment at its 3rd run
             step(i)
         before = tpuc._C.compile_cache_stats()["misses"]
         got, want = zip(*[step(i) for i in range(3, 11)])
