@@ -51,6 +51,27 @@ int tpuc_dtype_is_signed_int(tpuc_dtype dtype);
 int tpuc_dtype_is_unsigned_int(tpuc_dtype dtype);
 int tpuc_dtype_is_valid(tpuc_dtype dtype);
 
+/* How a real float dtype spells what is not a finite number: IEEE (f16,
+ * bf16, f32, f64, e5m2) has infinities and NaNs in its all-ones exponent;
+ * FN (e4m3fn) has no infinities and its NaN is all ones; FNUZ has neither
+ * infinities nor -0, and its one NaN is the sign bit alone (0x80). */
+typedef enum {
+  TPUC_FLOAT_IEEE,
+  TPUC_FLOAT_FN,
+  TPUC_FLOAT_FNUZ
+} tpuc_float_kind;
+
+typedef struct tpuc_float_format {
+  int exponent_bits, mantissa_bits, bias;
+  tpuc_float_kind kind;
+} tpuc_float_format;
+
+/* The layout of a real float dtype (tpuc_dtype_is_float); 0 for any other
+ * dtype. */
+int tpuc_dtype_float_format(tpuc_dtype dtype, tpuc_float_format* out);
+/* The largest finite value of a real float dtype; INFINITY for others. */
+double tpuc_dtype_max_finite(tpuc_dtype dtype);
+
 #ifdef __cplusplus
 }
 #endif

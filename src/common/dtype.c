@@ -1,6 +1,7 @@
 /* Element type table: sizes and MLIR spellings. */
 #include "tpuc/dtype.h"
 
+#include <math.h>
 #include <string.h>
 
 typedef struct {
@@ -60,6 +61,52 @@ int tpuc_dtype_is_float8(tpuc_dtype d) {
 int tpuc_dtype_is_float(tpuc_dtype d) {
   return d == TPUC_DTYPE_F16 || d == TPUC_DTYPE_BF16 || d == TPUC_DTYPE_F32 ||
          d == TPUC_DTYPE_F64 || tpuc_dtype_is_float8(d);
+}
+
+int tpuc_dtype_float_format(tpuc_dtype d, tpuc_float_format* out) {
+  tpuc_float_format f;
+  switch (d) {
+    case TPUC_DTYPE_F16:
+      f = (tpuc_float_format){5, 10, 15, TPUC_FLOAT_IEEE};
+      break;
+    case TPUC_DTYPE_BF16:
+      f = (tpuc_float_format){8, 7, 127, TPUC_FLOAT_IEEE};
+      break;
+    case TPUC_DTYPE_F32:
+      f = (tpuc_float_format){8, 23, 127, TPUC_FLOAT_IEEE};
+      break;
+    case TPUC_DTYPE_F64:
+      f = (tpuc_float_format){11, 52, 1023, TPUC_FLOAT_IEEE};
+      break;
+    case TPUC_DTYPE_F8E5M2:
+      f = (tpuc_float_format){5, 2, 15, TPUC_FLOAT_IEEE};
+      break;
+    case TPUC_DTYPE_F8E4M3FN:
+      f = (tpuc_float_format){4, 3, 7, TPUC_FLOAT_FN};
+      break;
+    case TPUC_DTYPE_F8E5M2FNUZ:
+      f = (tpuc_float_format){5, 2, 16, TPUC_FLOAT_FNUZ};
+      break;
+    case TPUC_DTYPE_F8E4M3FNUZ:
+      f = (tpuc_float_format){4, 3, 8, TPUC_FLOAT_FNUZ};
+      break;
+    default:
+      return 0;
+  }
+  if (out != NULL) *out = f;
+  return 1;
+}
+
+double tpuc_dtype_max_finite(tpuc_dtype d) {
+  tpuc_float_format f;
+  if (!tpuc_dtype_float_format(d, &f)) return INFINITY;
+  /* IEEE keeps the all-ones exponent for infinities and NaNs; FN and FNUZ
+   * use it for numbers, FN all but its all-ones mantissa (its NaN). */
+  int top = (1 << f.exponent_bits) - 1;
+  int biased = f.kind == TPUC_FLOAT_IEEE ? top - 1 : top;
+  int lost = f.kind == TPUC_FLOAT_FN ? 1 : 0; /* mantissa codes not numbers */
+  double mantissa = 2.0 - ldexp(1.0 + lost, -f.mantissa_bits);
+  return ldexp(mantissa, biased - f.bias);
 }
 
 int tpuc_dtype_is_complex(tpuc_dtype d) {

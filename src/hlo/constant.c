@@ -127,32 +127,12 @@ static uint16_t f64_to_f16(double d) {
   return sign | (uint16_t)((exp << 10) | ((int)q - 1024));
 }
 
-/* An 8-bit float's layout: exponent and mantissa bits, bias, and how it
- * spells what it cannot hold. IEEE-like (e5m2) has infinities; FN has none
- * and its NaN is all ones; FNUZ has none, no -0, and its NaN is 0x80. */
-typedef struct {
-  int ebits, mbits, bias;
-  enum { F8_IEEE, F8_FN, F8_FNUZ } kind;
-} f8_format;
-
-static f8_format f8_format_of(tpuc_dtype d) {
-  switch (d) {
-    case TPUC_DTYPE_F8E5M2:
-      return (f8_format){5, 2, 15, F8_IEEE};
-    case TPUC_DTYPE_F8E4M3FN:
-      return (f8_format){4, 3, 7, F8_FN};
-    case TPUC_DTYPE_F8E5M2FNUZ:
-      return (f8_format){5, 2, 16, F8_FNUZ};
-    default: /* TPUC_DTYPE_F8E4M3FNUZ */
-      return (f8_format){4, 3, 8, F8_FNUZ};
-  }
-}
-
 /* Rounds to nearest even, as PyTorch's conversions do; a value beyond the
  * largest finite one becomes infinity (IEEE) or NaN (FN, FNUZ). */
-static uint8_t f64_to_f8(double d, f8_format f) {
+static uint8_t f64_to_f8(double d, tpuc_float_format f) {
+  int mbits = f.mantissa_bits;
   unsigned sign = signbit(d) ? 0x80u : 0u;
-  unsigned nan = f.kind == F8_FNUZ ? 0x80u : 0x7fu;
+  unsigned nan = f.kind == TPUC_FLOAT_FNUZ ? 0x80u : 0x7fu;
   if (isnan(d)) return (uint8_t)nan;
   double a = fabs(d);
   int emin = 1 - f.bias; /* exponent of the smallest normal */
@@ -160,37 +140,39 @@ static uint8_t f64_to_f8(double d, f8_format f) {
   if (a < ldexp(1.0, emin)) {
     /* subnormal: units of 2^(emin - mbits); reaching 2^mbits units gives
      * the smallest normal's code */
-    code = (unsigned)nearbyint(ldexp(a, f.mbits - emin));
+    code = (unsigned)nearbyint(ldexp(a, mbits - emin));
   } else if (isinf(a)) {
     code = 0xffu; /* past every finite code: handled below */
   } else {
     int e;
     double m = frexp(a, &e); /* a = m * 2^e, m in [0.5, 1) */
     e -= 1;
-    double q = nearbyint(ldexp(m, f.mbits + 1)); /* mbits+1 significant */
-    if (q >= ldexp(1.0, f.mbits + 1)) {
+    double q = nearbyint(ldexp(m, mbits + 1)); /* mbits+1 significant */
+    if (q >= ldexp(1.0, mbits + 1)) {
       q /= 2;
       e++;
     }
     long biased = (long)e + f.bias;
-    code = biased > 0xff ? 0xffu
-                         : (unsigned)((biased << f.mbits) |
-                                      ((unsigned)q - (1u << f.mbits)));
+    code = biased > 0xff
+               ? 0xffu
+               : (unsigned)((biased << mbits) | ((unsigned)q - (1u << mbits)));
   }
-  unsigned top = (1u << f.ebits) - 1; /* all-ones exponent */
+  unsigned top = (1u << f.exponent_bits) - 1; /* all-ones exponent */
   unsigned max_code = 0x7fu; /* FNUZ: every code but 0x80 is a number */
-  if (f.kind == F8_IEEE) max_code = (top << f.mbits) - 1;
-  if (f.kind == F8_FN) max_code = (top << f.mbits) | ((1u << f.mbits) - 2);
+  if (f.kind == TPUC_FLOAT_IEEE) max_code = (top << mbits) - 1;
+  if (f.kind == TPUC_FLOAT_FN) max_code = (top << mbits) | ((1u << mbits) - 2);
   if (code > max_code)
-    return (uint8_t)(f.kind == F8_IEEE ? sign | (top << f.mbits) : nan);
-  if (code == 0 && f.kind == F8_FNUZ) return 0; /* no -0 */
+    return (uint8_t)(f.kind == TPUC_FLOAT_IEEE ? sign | (top << mbits) : nan);
+  if (code == 0 && f.kind == TPUC_FLOAT_FNUZ) return 0; /* no -0 */
   return (uint8_t)(sign | code);
 }
 
 static tpuc_status* encode_f64(const char* name, tpuc_dtype d, double v,
                                unsigned char* buf) {
   if (tpuc_dtype_is_float8(d)) {
-    buf[0] = f64_to_f8(v, f8_format_of(d));
+    tpuc_float_format f;
+    tpuc_dtype_float_format(d, &f);
+    buf[0] = f64_to_f8(v, f);
     return NULL;
   }
   switch (d) {

@@ -178,26 +178,6 @@ bool op_host_check_add(op_ctx* c, int i, double lo, bool lo_incl, double hi,
   return true;
 }
 
-double op_float_max(tpuc_dtype d) {
-  switch (d) {
-    case TPUC_DTYPE_F16:
-      return 65504.0;
-    case TPUC_DTYPE_BF16:
-      return 3.38953138925153547590470800371487866880e38;
-    case TPUC_DTYPE_F32:
-      return 3.40282346638528859811704183484516925440e38;
-    case TPUC_DTYPE_F8E5M2:
-    case TPUC_DTYPE_F8E5M2FNUZ:
-      return 57344.0;
-    case TPUC_DTYPE_F8E4M3FN:
-      return 448.0;
-    case TPUC_DTYPE_F8E4M3FNUZ:
-      return 240.0;
-    default:
-      return INFINITY;
-  }
-}
-
 /* c10's message, which names the C++ type. */
 static const char* overflow_message(tpuc_dtype dt) {
   switch (dt) {
@@ -228,12 +208,12 @@ static const char* overflow_message(tpuc_dtype dt) {
 bool op_host_check_float_fits(op_ctx* c, int i, tpuc_dtype dt) {
   const char* msg = overflow_message(dt);
   if (msg == NULL) return false; /* f64 holds any double */
-  double m = op_float_max(dt);
+  double m = tpuc_dtype_max_finite(dt);
   if (!op_host_check_add(c, i, -m, true, m, true, TPUC_INVALID_ARGUMENT, msg))
     return false;
   op_host_check* h = &c->host_checks[c->n_host_checks - 1];
   h->nan_ok = true;
-  /* of the 8-bit floats only e5m2 has infinities */
-  h->inf_ok = !tpuc_dtype_is_float8(dt) || dt == TPUC_DTYPE_F8E5M2;
+  tpuc_float_format f;
+  h->inf_ok = tpuc_dtype_float_format(dt, &f) && f.kind == TPUC_FLOAT_IEEE;
   return true;
 }

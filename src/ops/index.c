@@ -215,7 +215,7 @@ static tpuc_status* value_overflow(op_ctx* c, V v, tpuc_dtype vd, tpuc_dtype dt,
   V a, b;
   if (tpuc_dtype_is_float(dt)) {
     if (dt == TPUC_DTYPE_F64) return NULL;
-    hi = op_float_max(dt);
+    hi = tpuc_dtype_max_finite(dt);
     lo = -hi;
     if (!vfloat) {
       V l, h;

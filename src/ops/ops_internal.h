@@ -129,8 +129,6 @@ bool op_host_check_add(op_ctx* c, int i, double lo, bool lo_incl, double hi,
  * (NaN passes; infinities pass where `dt` has them; finite values must lie
  * within its range); false when there is nothing to check on the host. */
 bool op_host_check_float_fits(op_ctx* c, int i, tpuc_dtype dt);
-/* Largest finite value of a float dtype (INFINITY for f64). */
-double op_float_max(tpuc_dtype d);
 
 /* PyTorch's ScalarType name of a dtype ("Float", "BFloat16"). */
 const char* op_torch_dtype_name(tpuc_dtype d);

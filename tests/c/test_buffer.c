@@ -1,6 +1,7 @@
 /* Host <-> device transfers: dense, strided, every dtype, 0-d and 0-size,
  * events, and bad arguments. */
 #define _GNU_SOURCE
+#include <math.h>
 #include <stdatomic.h>
 #include <unistd.h>
 
@@ -39,6 +40,34 @@ static void test_roundtrip_every_dtype(void) {
     free(dst);
     TPUC_CHECK(same);
   }
+}
+
+/* Each real float dtype's layout gives its largest finite value, the one
+ * c10 and ml_dtypes name (fills are checked against it). */
+static void test_float_formats(void) {
+  struct {
+    tpuc_dtype d;
+    double max;
+    tpuc_float_kind kind;
+  } want[] = {
+      {TPUC_DTYPE_F16, 65504.0, TPUC_FLOAT_IEEE},
+      {TPUC_DTYPE_BF16, 0x1.fep127, TPUC_FLOAT_IEEE},
+      {TPUC_DTYPE_F32, 0x1.fffffep127, TPUC_FLOAT_IEEE},
+      {TPUC_DTYPE_F64, 0x1.fffffffffffffp1023, TPUC_FLOAT_IEEE},
+      {TPUC_DTYPE_F8E5M2, 57344.0, TPUC_FLOAT_IEEE},
+      {TPUC_DTYPE_F8E4M3FN, 448.0, TPUC_FLOAT_FN},
+      {TPUC_DTYPE_F8E5M2FNUZ, 57344.0, TPUC_FLOAT_FNUZ},
+      {TPUC_DTYPE_F8E4M3FNUZ, 240.0, TPUC_FLOAT_FNUZ},
+  };
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+    tpuc_float_format f;
+    TPUC_CHECK(tpuc_dtype_float_format(want[i].d, &f));
+    TPUC_CHECK(f.kind == want[i].kind);
+    TPUC_CHECK(tpuc_dtype_max_finite(want[i].d) == want[i].max);
+  }
+  TPUC_CHECK(!tpuc_dtype_float_format(TPUC_DTYPE_C64, NULL));
+  TPUC_CHECK(!tpuc_dtype_float_format(TPUC_DTYPE_S32, NULL));
+  TPUC_CHECK(isinf(tpuc_dtype_max_finite(TPUC_DTYPE_S8)));
 }
 
 static void test_byte_strides_transposed(void) {
@@ -218,6 +247,7 @@ static void test_promised_buffer(void) {
 }
 
 TPUC_TEST_MAIN(TPUC_TEST(test_roundtrip_every_dtype),
+               TPUC_TEST(test_float_formats),
                TPUC_TEST(test_byte_strides_transposed),
                TPUC_TEST(test_scalar_and_empty),
                TPUC_TEST(test_async_read_and_events),
