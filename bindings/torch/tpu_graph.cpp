@@ -10,7 +10,6 @@
 #include "tpu_runtime.h"
 
 namespace tpuc_torch {
-const at::Generator& default_generator(c10::DeviceIndex index);
 
 namespace py = pybind11;
 

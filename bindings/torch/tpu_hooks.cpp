@@ -15,8 +15,6 @@
 
 namespace tpuc_torch {
 
-void resize_storage(const c10::Storage& storage, size_t nbytes);
-
 namespace {
 
 // The tpu generator: a counter-based state (seed, offset) per device. Each

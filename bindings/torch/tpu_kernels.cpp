@@ -13,10 +13,6 @@
 
 namespace tpuc_torch {
 
-void resize_storage(const c10::Storage& storage, size_t nbytes);
-const at::Generator& default_generator(c10::DeviceIndex index);
-at::Generator cpu_generator_for(const at::Generator& gen);
-
 namespace {
 
 constexpr c10::DispatchKeySet kTpuKeys(c10::DispatchKey::PrivateUse1);

@@ -9,7 +9,6 @@
 
 namespace tpuc_torch {
 void register_hooks();
-const at::Generator& default_generator(c10::DeviceIndex index);
 void register_graph(pybind11::module& m);
 void register_distributed(pybind11::module& m);
 }  // namespace tpuc_torch

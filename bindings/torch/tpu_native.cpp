@@ -18,13 +18,6 @@
 
 namespace tpuc_torch {
 
-void cpu_fallback_kernel(const c10::OperatorHandle& op,
-                         torch::jit::Stack* stack);
-void normalize_tensor_lists(const c10::OperatorHandle& op,
-                            torch::jit::Stack* stack);
-const at::Generator& default_generator(c10::DeviceIndex index);
-void draw_rng(const at::Generator& gen, uint64_t out[2]);
-
 namespace {
 
 // The op table index of `op`, remembered per operator (by the address of

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <ATen/ATen.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 
 #include <string>
 
@@ -55,5 +56,24 @@ bool is_service_thread();
 // Current device of this thread.
 c10::DeviceIndex current_device();
 void set_current_device(c10::DeviceIndex index);
+
+// The tpu generator of device `index` (tpu_hooks.cpp).
+const at::Generator& default_generator(c10::DeviceIndex index);
+// (seed, counter) for one native random op from `gen`, a tpu generator.
+void draw_rng(const at::Generator& gen, uint64_t out[2]);
+// The CPU generator that random ops falling back to the CPU use for `gen`.
+at::Generator cpu_generator_for(const at::Generator& gen);
+// Gives a tpu storage `nbytes` bytes, keeping its content prefix
+// (tpu_allocator.cpp).
+void resize_storage(const c10::Storage& storage, size_t nbytes);
+
+// Runs `op` on the CPU with the stack's tpu tensors copied there
+// (tpu_kernels.cpp).
+void cpu_fallback_kernel(const c10::OperatorHandle& op,
+                         torch::jit::Stack* stack);
+// Rebuilds the Tensor[] / Tensor?[] arguments TorchScript passes into the
+// typed lists eager calls pass.
+void normalize_tensor_lists(const c10::OperatorHandle& op,
+                            torch::jit::Stack* stack);
 
 }  // namespace tpuc_torch
