@@ -39,17 +39,42 @@ static bool row_major(const tpuc_view* v) {
   return true;
 }
 
+static int nest_box(const tpuc_view* v, int* order, int64_t* shape,
+                    int64_t* len);
+
+/* The elements from a view's first to its last, inclusive (strides not
+ * negative). */
+static int64_t view_span(const tpuc_view* v) {
+  int64_t span = 1;
+  for (int d = 0; d < v->rank; d++)
+    span += (v->sizes[d] - 1) * v->strides[d];
+  return span;
+}
+
 /* A view whose offset is an operand of its program (an s64 input) rather
- * than a constant: a row-major block that is not its whole storage. Loops
- * over rows (`x[i]`, `x[i] = y`) then share one program instead of
- * compiling one per offset. Decided by what the key holds (sizes, strides,
- * dtype, storage size), never by the offset itself. */
-static bool offset_operand(const tpuc_view* v) {
-  if (v == NULL || v->storage == NULL || !row_major(v)) return false;
+ * than a constant: a row-major block that is not its whole storage, and,
+ * as a write target (`write`), a view whose strides nest (nest_box: a
+ * column `x[:, i] = y`, a slice of a cache `c[:, :, p:p + 1] = k`, a
+ * transposed block) with room in its storage for more than one offset
+ * (expanded dims excluded). Loops over rows (`x[i]`, `x[i] = y`) and
+ * writes to columns then share one program instead of compiling one per
+ * offset. Nested views that are read keep constant offsets: a GPT-2
+ * training step reading its q, k and v through run-time offsets measured
+ * 14 % slower (bench/README.md). Decided by what the key holds (sizes,
+ * strides, dtype, storage size, role), never by the offset itself. */
+static bool offset_operand(const tpuc_view* v, bool write) {
+  if (v == NULL || v->storage == NULL) return false;
   int64_t count = numel(v->sizes, v->rank);
   size_t es = tpuc_dtype_size(v->dtype);
-  return count > 0 && es > 0 &&
-         (uint64_t)count < tpuc_storage_nbytes(v->storage) / es;
+  if (count <= 0 || es == 0) return false;
+  int64_t n = (int64_t)(tpuc_storage_nbytes(v->storage) / es);
+  if (row_major(v)) return count < n;
+  if (!write) return false;
+  for (int d = 0; d < v->rank; d++)
+    if (v->sizes[d] != 1 && v->strides[d] <= 0) return false;
+  int order[TPUC_MAX_RANK];
+  int64_t shape[TPUC_MAX_RANK + 1], len;
+  return nest_box(v, order, shape, &len) > 0 && view_span(v) < n;
 }
 
 /* The real type of a complex dtype's components. */
@@ -191,53 +216,70 @@ static int moving_dims(const tpuc_view* v, int* order) {
  * step-sliced dims, expanded dims): sort the dims that move by stride,
  * largest first; when each stride is a multiple of the next and spans that
  * dim (s[i] % s[i+1] == 0, s[i] >= size[i+1] * s[i+1]), the view is a
- * corner of the storage reshaped to [size0, s0/s1, ..., s(k-1)/sk, sk]:
- * slice, reshape, transpose back to the view's dim order, broadcast the
- * expanded dims. XLA fuses those into the consumer, where a gather would
- * compute an index per element. *done stays false for other views
- * (overlapping ones) and for ranks it does not cover. */
-static tpuc_status* read_nested(tpuc_hlo_fn* fn, const tpuc_view* v,
-                                tpuc_hlo_value flat, int64_t n,
-                                tpuc_hlo_value* out, bool* done) {
-  int order[TPUC_MAX_RANK];
+ * corner of the storage from its offset reshaped to the box
+ * [size0, s0/s1, ..., s(k-1)/sk, sk] of `len` elements. Returns k (the dims
+ * that move, in `order`; 0: one element, len 1), or -1 when the view does
+ * not nest (overlapping views, negative strides) or the rank is too
+ * large. */
+static int nest_box(const tpuc_view* v, int* order, int64_t* shape,
+                    int64_t* len) {
   int k = moving_dims(v, order);
-  if (k < 0) return NULL;
-  if (k == 0) {
-    /* One element, broadcast (an expanded scalar). */
-    int64_t start = v->offset, limit = v->offset + 1;
-    tpuc_hlo_value one;
-    TRY(tpuc_hlo_slice(fn, flat, &start, &limit, NULL, &one));
-    TRY(tpuc_hlo_reshape(fn, one, NULL, 0, &one));
-    TRY(tpuc_hlo_broadcast_in_dim(fn, one, v->sizes, v->rank, NULL, out));
-    *done = true;
-    return NULL;
-  }
-  if (k + 1 > TPUC_MAX_RANK) return NULL;
+  if (k < 0) return -1;
+  *len = 1;
+  if (k == 0) return 0;
+  if (k + 1 > TPUC_MAX_RANK) return -1;
   for (int i = 0; i + 1 < k; i++) {
     int64_t a = v->strides[order[i]], b = v->strides[order[i + 1]];
-    if (a % b != 0 || a < v->sizes[order[i + 1]] * b) return NULL;
+    if (a % b != 0 || a < v->sizes[order[i + 1]] * b) return -1;
   }
-  /* [size0, s0/s1, ..., s(k-1)/sk, sk] over flat[offset, offset + size0*s0) */
-  int64_t shape[TPUC_MAX_RANK + 1];
   shape[0] = v->sizes[order[0]];
   for (int i = 1; i < k; i++)
     shape[i] = v->strides[order[i - 1]] / v->strides[order[i]];
   shape[k] = v->strides[order[k - 1]];
-  int64_t len = shape[0] * v->strides[order[0]];
-  tpuc_hlo_value region = flat;
-  if (v->offset + len > n) {
-    /* The last row's tail runs past the storage: pad (never read). */
-    static const unsigned char zero[16] = {0};
-    tpuc_hlo_type zt;
-    tpuc_hlo_value z;
-    TRY(tpuc_hlo_value_type(fn, flat, &zt));
-    zt.rank = 0;
-    TRY(tpuc_hlo_constant_splat(fn, &zt, zero, &z));
-    int64_t lo = 0, hi = v->offset + len - n, in = 0;
-    TRY(tpuc_hlo_pad(fn, flat, z, &lo, &hi, &in, &region));
+  *len = shape[0] * v->strides[order[0]];
+  return k;
+}
+
+/* `flat` (n elements) with `hi` elements appended (never read). */
+static tpuc_status* pad_tail(tpuc_hlo_fn* fn, tpuc_hlo_value flat, int64_t hi,
+                             tpuc_hlo_value* out) {
+  if (hi <= 0) {
+    *out = flat;
+    return NULL;
   }
+  static const unsigned char zero[16] = {0};
+  tpuc_hlo_type zt;
+  tpuc_hlo_value z;
+  TRY(tpuc_hlo_value_type(fn, flat, &zt));
+  zt.rank = 0;
+  TRY(tpuc_hlo_constant_splat(fn, &zt, zero, &z));
+  int64_t lo = 0, in = 0;
+  return tpuc_hlo_pad(fn, flat, z, &lo, &hi, &in, out);
+}
+
+/* Reads a view whose strides nest (nest_box) as a corner of its box:
+ * slice, reshape, transpose back to the view's dim order, broadcast the
+ * expanded dims. XLA fuses those into the consumer, where a gather would
+ * compute an index per element. *done stays false for other views. */
+static tpuc_status* read_nested(tpuc_hlo_fn* fn, const tpuc_view* v,
+                                tpuc_hlo_value flat, int64_t n,
+                                tpuc_hlo_value* out, bool* done) {
+  int order[TPUC_MAX_RANK];
+  int64_t shape[TPUC_MAX_RANK + 1], len;
+  int k = nest_box(v, order, shape, &len);
+  if (k < 0) return NULL;
+  /* The last row's tail may run past the storage: pad (never read). */
+  tpuc_hlo_value region;
+  TRY(pad_tail(fn, flat, v->offset + len - n, &region));
   int64_t start = v->offset, limit = v->offset + len;
   TRY(tpuc_hlo_slice(fn, region, &start, &limit, NULL, &region));
+  if (k == 0) {
+    /* One element, broadcast (an expanded scalar). */
+    TRY(tpuc_hlo_reshape(fn, region, NULL, 0, &region));
+    TRY(tpuc_hlo_broadcast_in_dim(fn, region, v->sizes, v->rank, NULL, out));
+    *done = true;
+    return NULL;
+  }
   TRY(tpuc_hlo_reshape(fn, region, shape, k + 1, &region));
   int64_t s0[TPUC_MAX_RANK + 1] = {0}, l0[TPUC_MAX_RANK + 1];
   int64_t kept[TPUC_MAX_RANK];
@@ -279,7 +321,8 @@ static tpuc_status* read_nested(tpuc_hlo_fn* fn, const tpuc_view* v,
 }
 
 /* Reads view `v` out of `storage` (a u8[nbytes] @main argument); `offset`
- * is its s64 offset operand where offset_operand(v), else -1. */
+ * is its s64 offset operand (offset_operand, a row-major block), else
+ * -1. */
 static tpuc_status* read_view(tpuc_hlo_fn* fn, const tpuc_view* v,
                               tpuc_hlo_value storage, tpuc_hlo_value offset,
                               tpuc_hlo_value* out) {
@@ -375,9 +418,59 @@ static bool dense_permutation(const tpuc_view* v, int64_t* perm) {
   return true;
 }
 
+/* `flat` (n elements of v's dtype) with `value` written through v, a view
+ * with gaps whose strides nest (nest_box, no expanded dims) at the run-time
+ * offset `offset`: the box's region is read at the offset, its corner
+ * updated, and the region written back, all in place for XLA. */
+static tpuc_status* write_nested(tpuc_hlo_fn* fn, const tpuc_view* v,
+                                 tpuc_hlo_value flat, int64_t n,
+                                 tpuc_hlo_value offset, tpuc_hlo_value value,
+                                 tpuc_hlo_value* out) {
+  int order[TPUC_MAX_RANK];
+  int64_t shape[TPUC_MAX_RANK + 1], len;
+  int k = nest_box(v, order, shape, &len);
+  if (k <= 0) return unimpl("a run-time offset for a view that does not nest");
+  int64_t pad = len - view_span(v);
+  tpuc_hlo_value padded, region;
+  TRY(pad_tail(fn, flat, pad, &padded));
+  TRY(tpuc_hlo_dynamic_slice(fn, padded, &offset, &len, &region));
+  TRY(tpuc_hlo_reshape(fn, region, shape, k + 1, &region));
+  /* The value's moving dims in storage order, then the box's trailing 1.
+   * Size-1 dims are dropped before the transpose (see write_view). */
+  int64_t moving[TPUC_MAX_RANK], corner[TPUC_MAX_RANK + 1];
+  int64_t perm[TPUC_MAX_RANK];
+  int at[TPUC_MAX_RANK], j = 0;
+  for (int d = 0; d < v->rank; d++)
+    if (v->sizes[d] != 1) at[d] = j, moving[j++] = v->sizes[d];
+  bool identity = true;
+  for (int i = 0; i < k; i++) {
+    perm[i] = at[order[i]];
+    identity &= perm[i] == i;
+    corner[i] = v->sizes[order[i]];
+  }
+  corner[k] = 1;
+  TRY(tpuc_hlo_reshape(fn, value, moving, k, &value));
+  if (!identity) TRY(tpuc_hlo_transpose(fn, value, perm, &value));
+  TRY(tpuc_hlo_reshape(fn, value, corner, k + 1, &value));
+  int64_t zero = 0;
+  tpuc_hlo_type st = tpuc_hlo_type_scalar(TPUC_DTYPE_S64);
+  tpuc_hlo_value z, zeros[TPUC_MAX_RANK + 1];
+  TRY(tpuc_hlo_constant_splat(fn, &st, &zero, &z));
+  for (int i = 0; i <= k; i++) zeros[i] = z;
+  TRY(tpuc_hlo_dynamic_update_slice(fn, region, value, zeros, &region));
+  TRY(tpuc_hlo_reshape(fn, region, &len, 1, &region));
+  TRY(tpuc_hlo_dynamic_update_slice(fn, padded, region, &offset, &padded));
+  if (pad <= 0) {
+    *out = padded;
+    return NULL;
+  }
+  int64_t start = 0;
+  return tpuc_hlo_slice(fn, padded, &start, &n, NULL, out);
+}
+
 /* The storage value (u8, or -1 when the view covers it all) with `value`
  * (v's dtype and sizes) written through view `v`: new u8 bytes. `offset`
- * is v's s64 offset operand where offset_operand(v), else -1. A dense
+ * is v's s64 offset operand (offset_operand), else -1. A dense
  * view is written as its block, transposed into storage order, so only
  * other views (overlapping or with gaps) scatter: XLA's CPU compiler can
  * take minutes over a scatter of many dims. */
@@ -410,10 +503,12 @@ static tpuc_status* write_view(tpuc_hlo_module* m, tpuc_hlo_fn* fn,
     TRY(tpuc_hlo_reshape(fn, value, sq, k, &value));
     TRY(tpuc_hlo_transpose(fn, value, sperm, &value));
   }
-  if (offset >= 0) {
-    /* offset_operand(v): a row-major block at a run-time offset */
+  if (offset >= 0 && dense) {
+    /* offset_operand(v): a dense block at a run-time offset */
     TRY(tpuc_hlo_reshape(fn, value, &count, 1, &value));
     TRY(tpuc_hlo_dynamic_update_slice(fn, flat, value, &offset, &updated));
+  } else if (offset >= 0) {
+    TRY(write_nested(fn, v, flat, n, offset, value, &updated));
   } else if (dense) {
     tpuc_hlo_value parts[3];
     int64_t zero = 0, off = v->offset, end = v->offset + count;
@@ -653,7 +748,7 @@ static void key_put(keybuf* k, const void* p, size_t n) {
   k->len += n;
 }
 
-static void key_view(keybuf* k, const tpuc_view* v) {
+static void key_view(keybuf* k, const tpuc_view* v, bool write) {
   bool none = v->storage == NULL;
   key_put(k, &none, sizeof none);
   if (none) return;
@@ -662,7 +757,7 @@ static void key_view(keybuf* k, const tpuc_view* v) {
   key_put(k, &v->rank, sizeof v->rank);
   key_put(k, v->sizes, sizeof(int64_t) * (size_t)v->rank);
   key_put(k, v->strides, sizeof(int64_t) * (size_t)v->rank);
-  bool operand = offset_operand(v);
+  bool operand = offset_operand(v, write);
   key_put(k, &operand, sizeof operand);
   if (!operand) key_put(k, &v->offset, sizeof v->offset);
   key_put(k, &nbytes, sizeof nbytes);
@@ -699,7 +794,7 @@ static void make_key(int index, const tpuc_op_arg* args, size_t nargs,
     const tpuc_op_arg* a = &args[i];
     key_put(k, &a->kind, sizeof a->kind);
     if (a->kind == TPUC_OP_ARG_TENSOR) {
-      key_view(k, &a->view);
+      key_view(k, &a->view, false);
       key_put(k, &a->conj, sizeof a->conj);
       key_put(k, &a->neg, sizeof a->neg);
     } else if (a->kind == TPUC_OP_ARG_SCALAR) {
@@ -719,14 +814,15 @@ static void make_key(int index, const tpuc_op_arg* args, size_t nargs,
       key_put(k, a->str, n);
     } else if (a->kind == TPUC_OP_ARG_TENSOR_LIST) {
       key_put(k, &a->num_views, sizeof a->num_views);
-      for (size_t e = 0; e < a->num_views; e++) key_view(k, &a->views[e]);
+      for (size_t e = 0; e < a->num_views; e++)
+        key_view(k, &a->views[e], false);
     }
   }
   for (size_t r = 0; r < OP_MAX_OUTS; r++) {
     bool has = o->write_to[r] != NULL;
     key_put(k, &has, sizeof has);
     if (!has) continue;
-    key_view(k, o->write_to[r]);
+    key_view(k, o->write_to[r], true);
     wsrc w = write_source(args, nargs, o, r);
     key_put(k, &w, sizeof w);
   }
@@ -1008,9 +1104,10 @@ static void scalar_cache_clear(tpuc_client* client) {
 
 /* View v's offset as an s64 input, where it is an operand of the program
  * (offset_operand). */
-static tpuc_status* collect_offset(const tpuc_view* v, tpuc_client* client,
-                                   int device, run_inputs* r) {
-  if (!offset_operand(v)) return NULL;
+static tpuc_status* collect_offset(const tpuc_view* v, bool write,
+                                   tpuc_client* client, int device,
+                                   run_inputs* r) {
+  if (!offset_operand(v, write)) return NULL;
   TRY(scalar_buffer(client, device, false, &v->offset, &r->in[r->nin]));
   r->nin++;
   return NULL;
@@ -1024,12 +1121,12 @@ static tpuc_status* collect_input(const tpuc_op_arg* a, size_t i,
                                   run_inputs* r) {
   if (a->kind == TPUC_OP_ARG_TENSOR) {
     TRY(collect_view(&a->view, i, device, r));
-    TRY(collect_offset(&a->view, client, device, r));
+    TRY(collect_offset(&a->view, false, client, device, r));
   } else if (a->kind == TPUC_OP_ARG_TENSOR_LIST) {
     for (size_t e = 0; e < a->num_views; e++)
       if (a->views[e].storage != NULL) {
         TRY(collect_view(&a->views[e], i, device, r));
-        TRY(collect_offset(&a->views[e], client, device, r));
+        TRY(collect_offset(&a->views[e], false, client, device, r));
       }
   } else if (a->kind == TPUC_OP_ARG_SCALAR) {
     bool is_float = a->scalar == TPUC_SCALAR_FLOAT;
@@ -1043,9 +1140,9 @@ static tpuc_status* collect_input(const tpuc_op_arg* a, size_t i,
 
 /* Declares view v's offset operand (offset_operand), else sets -1. */
 static tpuc_status* declare_offset(tpuc_hlo_fn* fn, const tpuc_view* v,
-                                   tpuc_hlo_value* out) {
+                                   bool write, tpuc_hlo_value* out) {
   *out = -1;
-  if (!offset_operand(v)) return NULL;
+  if (!offset_operand(v, write)) return NULL;
   tpuc_hlo_type t = tpuc_hlo_type_scalar(TPUC_DTYPE_S64);
   return tpuc_hlo_arg(fn, &t, out);
 }
@@ -1060,7 +1157,7 @@ static tpuc_status* declare_arg(op_ctx* c, size_t i) {
     TRY(tpuc_hlo_arg(c->fn, &st, &sv));
     c->storage_vals[i] = sv;
     tpuc_hlo_value off;
-    TRY(declare_offset(c->fn, &a->view, &off));
+    TRY(declare_offset(c->fn, &a->view, false, &off));
     TRY(read_view(c->fn, &a->view, sv, off, &c->vals[i]));
     if (a->conj && tpuc_dtype_is_complex(a->view.dtype)) {
       tpuc_hlo_value re, im;
@@ -1099,7 +1196,7 @@ static tpuc_status* declare_arg(op_ctx* c, size_t i) {
       tpuc_hlo_type st = storage_type(v->storage);
       TRY(tpuc_hlo_arg(c->fn, &st, &c->list_storage[slot]));
       tpuc_hlo_value off;
-      TRY(declare_offset(c->fn, v, &off));
+      TRY(declare_offset(c->fn, v, false, &off));
       TRY(read_view(c->fn, v, c->list_storage[slot], off,
                     &c->list_pool[slot]));
       c->list_pool_types[slot] = tpuc_hlo_type_make(v->dtype, v->sizes,
@@ -1206,7 +1303,7 @@ static tpuc_status* build_program(tpuc_client* client, const op_entry* e,
       st = tpuc_hlo_arg(c->fn, &ut, &extra[w.index]);
     }
     if (st == NULL)
-      st = declare_offset(c->fn, c->opts->write_to[k], &target_offset[k]);
+      st = declare_offset(c->fn, c->opts->write_to[k], true, &target_offset[k]);
   }
   size_t nret = 0;
   for (size_t k = 0; st == NULL && k < c->nouts; k++) {
@@ -1391,7 +1488,7 @@ static tpuc_status* run_phase(tpuc_client* client, int device, int index,
     if (write_source(args, num_args, options, k).kind == WSRC_INPUT)
       st = collect_view(options->write_to[k], num_args + k, device, &r);
     if (st == NULL)
-      st = collect_offset(options->write_to[k], client, device, &r);
+      st = collect_offset(options->write_to[k], true, client, device, &r);
   }
   tpuc_buffer* outs[OP_MAX_OUTS + 1] = {0};
   size_t ndef = 0;

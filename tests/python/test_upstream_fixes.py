@@ -178,6 +178,45 @@ def test_copy_into_a_permuted_dense_layout(mode):
         torch.tpu.set_eager_mode("fused")
 
 
+@pytest.mark.parametrize("mode", ["strict", "fused"])
+def test_writes_to_columns_and_cache_slices_compile_once(mode):
+    # A decoding loop writing its KV cache at each position
+    # (`cache[:, :, p:p + 1] = kv`) and a loop writing columns (`x[:, p] =
+    # v`, PyTorch's test_index_copy_deterministic) write through views with
+    # gaps: their offset is an operand of the program (one compile per
+    # shape, not per position), the write a dynamic_update_slice of the
+    # view's box.
+    import tpuc
+
+    with torch.tpu.eager_mode(mode):
+        cache, col = torch.zeros(2, 3, 12, 4), torch.zeros(6, 12)
+        ct, cc = cache.to(DEV), col.to(DEV)
+        blk = torch.zeros(10, 6, 5)
+        bt = blk.to(DEV)
+
+        def step(p):
+            kv, v, w = torch.randn(2, 3, 1, 4), torch.randn(6), torch.randn(5, 3, 2)
+            cache[:, :, p:p + 1] = kv
+            ct[:, :, p:p + 1] = kv.to(DEV)
+            col[:, p] = v
+            cc[:, p] = v.to(DEV)
+            # a transposed block with gaps, at a row and column offset
+            blk[p % 9:p % 9 + 2, 1:4].transpose(0, 2).copy_(w)
+            bt[p % 9:p % 9 + 2, 1:4].transpose(0, 2).copy_(w.to(DEV))
+            torch.tpu.synchronize()
+
+        for p in range(3):  # fused mode compiles a segment at its 3rd run
+            step(p)
+        st = tpuc._C.compile_cache_stats()
+        before = st["misses"] + st["disk_hits"]
+        for p in range(3, 12):
+            step(p)
+        st = tpuc._C.compile_cache_stats()
+        assert st["misses"] + st["disk_hits"] == before
+        assert torch.equal(ct.cpu(), cache) and torch.equal(cc.cpu(), col)
+        assert torch.equal(bt.cpu(), blk)
+
+
 F8 = [torch.float8_e5m2, torch.float8_e4m3fn, torch.float8_e5m2fnuz, torch.float8_e4m3fnuz]
 
 
