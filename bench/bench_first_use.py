@@ -17,7 +17,8 @@ Three workloads, each in a fresh process with an empty compile cache:
 on: tpu in fused mode as it is by default (a segment's first run goes op by
 op twice, TPUC_FUSE_AFTER=3), fused mode compiling every segment at its first
 run (TPUC_FUSE_AFTER=1, what fused mode did first) and at its second
-(TPUC_FUSE_AFTER=2, the default until 2026-12-03), strict mode, and PyTorch's CPU for reference. The
+(TPUC_FUSE_AFTER=2, the default until 2026-12-03), strict mode, and
+PyTorch's CPU for reference. The
 losses of each tpu run must match the CPU's (rtol 1e-3) or the run's figure
 is replaced by the error.
 
