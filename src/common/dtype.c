@@ -1,4 +1,4 @@
-/* Element type table: sizes and MLIR spellings. */
+/* Element type table: sizes, MLIR spellings and float layouts. */
 #include "tpuc/dtype.h"
 
 #include <math.h>
@@ -7,7 +7,12 @@
 typedef struct {
   const char* mlir;
   size_t size;
+  tpuc_float_format fmt; /* real floats; exponent_bits 0 for others */
 } dtype_row;
+
+#define IEEE TPUC_FLOAT_IEEE
+#define FN TPUC_FLOAT_FN
+#define FNUZ TPUC_FLOAT_FNUZ
 
 static const dtype_row kRows[TPUC_DTYPE_COUNT_] = {
     [TPUC_DTYPE_INVALID] = {"invalid", 0},
@@ -20,17 +25,21 @@ static const dtype_row kRows[TPUC_DTYPE_COUNT_] = {
     [TPUC_DTYPE_U16] = {"ui16", 2},
     [TPUC_DTYPE_U32] = {"ui32", 4},
     [TPUC_DTYPE_U64] = {"ui64", 8},
-    [TPUC_DTYPE_F16] = {"f16", 2},
-    [TPUC_DTYPE_BF16] = {"bf16", 2},
-    [TPUC_DTYPE_F32] = {"f32", 4},
-    [TPUC_DTYPE_F64] = {"f64", 8},
+    [TPUC_DTYPE_F16] = {"f16", 2, {5, 10, 15, IEEE}},
+    [TPUC_DTYPE_BF16] = {"bf16", 2, {8, 7, 127, IEEE}},
+    [TPUC_DTYPE_F32] = {"f32", 4, {8, 23, 127, IEEE}},
+    [TPUC_DTYPE_F64] = {"f64", 8, {11, 52, 1023, IEEE}},
     [TPUC_DTYPE_C64] = {"complex<f32>", 8},
     [TPUC_DTYPE_C128] = {"complex<f64>", 16},
-    [TPUC_DTYPE_F8E5M2] = {"f8E5M2", 1},
-    [TPUC_DTYPE_F8E4M3FN] = {"f8E4M3FN", 1},
-    [TPUC_DTYPE_F8E5M2FNUZ] = {"f8E5M2FNUZ", 1},
-    [TPUC_DTYPE_F8E4M3FNUZ] = {"f8E4M3FNUZ", 1},
+    [TPUC_DTYPE_F8E5M2] = {"f8E5M2", 1, {5, 2, 15, IEEE}},
+    [TPUC_DTYPE_F8E4M3FN] = {"f8E4M3FN", 1, {4, 3, 7, FN}},
+    [TPUC_DTYPE_F8E5M2FNUZ] = {"f8E5M2FNUZ", 1, {5, 2, 16, FNUZ}},
+    [TPUC_DTYPE_F8E4M3FNUZ] = {"f8E4M3FNUZ", 1, {4, 3, 8, FNUZ}},
 };
+
+#undef IEEE
+#undef FN
+#undef FNUZ
 
 int tpuc_dtype_is_valid(tpuc_dtype d) {
   return d > TPUC_DTYPE_INVALID && d < TPUC_DTYPE_COUNT_;
@@ -53,47 +62,17 @@ tpuc_dtype tpuc_dtype_from_mlir_name(const char* name, size_t len) {
   return TPUC_DTYPE_INVALID;
 }
 
-int tpuc_dtype_is_float8(tpuc_dtype d) {
-  return d == TPUC_DTYPE_F8E5M2 || d == TPUC_DTYPE_F8E4M3FN ||
-         d == TPUC_DTYPE_F8E5M2FNUZ || d == TPUC_DTYPE_F8E4M3FNUZ;
+int tpuc_dtype_is_float(tpuc_dtype d) {
+  return tpuc_dtype_is_valid(d) && kRows[d].fmt.exponent_bits > 0;
 }
 
-int tpuc_dtype_is_float(tpuc_dtype d) {
-  return d == TPUC_DTYPE_F16 || d == TPUC_DTYPE_BF16 || d == TPUC_DTYPE_F32 ||
-         d == TPUC_DTYPE_F64 || tpuc_dtype_is_float8(d);
+int tpuc_dtype_is_float8(tpuc_dtype d) {
+  return tpuc_dtype_is_float(d) && kRows[d].size == 1;
 }
 
 int tpuc_dtype_float_format(tpuc_dtype d, tpuc_float_format* out) {
-  tpuc_float_format f;
-  switch (d) {
-    case TPUC_DTYPE_F16:
-      f = (tpuc_float_format){5, 10, 15, TPUC_FLOAT_IEEE};
-      break;
-    case TPUC_DTYPE_BF16:
-      f = (tpuc_float_format){8, 7, 127, TPUC_FLOAT_IEEE};
-      break;
-    case TPUC_DTYPE_F32:
-      f = (tpuc_float_format){8, 23, 127, TPUC_FLOAT_IEEE};
-      break;
-    case TPUC_DTYPE_F64:
-      f = (tpuc_float_format){11, 52, 1023, TPUC_FLOAT_IEEE};
-      break;
-    case TPUC_DTYPE_F8E5M2:
-      f = (tpuc_float_format){5, 2, 15, TPUC_FLOAT_IEEE};
-      break;
-    case TPUC_DTYPE_F8E4M3FN:
-      f = (tpuc_float_format){4, 3, 7, TPUC_FLOAT_FN};
-      break;
-    case TPUC_DTYPE_F8E5M2FNUZ:
-      f = (tpuc_float_format){5, 2, 16, TPUC_FLOAT_FNUZ};
-      break;
-    case TPUC_DTYPE_F8E4M3FNUZ:
-      f = (tpuc_float_format){4, 3, 8, TPUC_FLOAT_FNUZ};
-      break;
-    default:
-      return 0;
-  }
-  if (out != NULL) *out = f;
+  if (!tpuc_dtype_is_float(d)) return 0;
+  if (out != NULL) *out = kRows[d].fmt;
   return 1;
 }
 

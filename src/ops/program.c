@@ -39,44 +39,6 @@ static bool row_major(const tpuc_view* v) {
   return true;
 }
 
-static int nest_box(const tpuc_view* v, int* order, int64_t* shape,
-                    int64_t* len);
-
-/* The elements from a view's first to its last, inclusive (strides not
- * negative). */
-static int64_t view_span(const tpuc_view* v) {
-  int64_t span = 1;
-  for (int d = 0; d < v->rank; d++)
-    span += (v->sizes[d] - 1) * v->strides[d];
-  return span;
-}
-
-/* A view whose offset is an operand of its program (an s64 input) rather
- * than a constant: a row-major block that is not its whole storage, and,
- * as a write target (`write`), a view whose strides nest (nest_box: a
- * column `x[:, i] = y`, a slice of a cache `c[:, :, p:p + 1] = k`, a
- * transposed block) with room in its storage for more than one offset
- * (expanded dims excluded). Loops over rows (`x[i]`, `x[i] = y`) and
- * writes to columns then share one program instead of compiling one per
- * offset. Nested views that are read keep constant offsets: a GPT-2
- * training step reading its q, k and v through run-time offsets measured
- * 14 % slower (bench/README.md). Decided by what the key holds (sizes,
- * strides, dtype, storage size, role), never by the offset itself. */
-static bool offset_operand(const tpuc_view* v, bool write) {
-  if (v == NULL || v->storage == NULL) return false;
-  int64_t count = numel(v->sizes, v->rank);
-  size_t es = tpuc_dtype_size(v->dtype);
-  if (count <= 0 || es == 0) return false;
-  int64_t n = (int64_t)(tpuc_storage_nbytes(v->storage) / es);
-  if (row_major(v)) return count < n;
-  if (!write) return false;
-  for (int d = 0; d < v->rank; d++)
-    if (v->sizes[d] != 1 && v->strides[d] <= 0) return false;
-  int order[TPUC_MAX_RANK];
-  int64_t shape[TPUC_MAX_RANK + 1], len;
-  return nest_box(v, order, shape, &len) > 0 && view_span(v) < n;
-}
-
 /* The real type of a complex dtype's components. */
 static tpuc_dtype component_dtype(tpuc_dtype d) {
   return d == TPUC_DTYPE_C128 ? TPUC_DTYPE_F64 : TPUC_DTYPE_F32;
@@ -238,6 +200,41 @@ static int nest_box(const tpuc_view* v, int* order, int64_t* shape,
   shape[k] = v->strides[order[k - 1]];
   *len = shape[0] * v->strides[order[0]];
   return k;
+}
+
+/* The elements from a view's first to its last, inclusive (strides not
+ * negative). */
+static int64_t view_span(const tpuc_view* v) {
+  int64_t span = 1;
+  for (int d = 0; d < v->rank; d++)
+    span += (v->sizes[d] - 1) * v->strides[d];
+  return span;
+}
+
+/* A view whose offset is an operand of its program (an s64 input) rather
+ * than a constant: a row-major block that is not its whole storage, and,
+ * as a write target (`write`), a view whose strides nest (nest_box: a
+ * column `x[:, i] = y`, a slice of a cache `c[:, :, p:p + 1] = k`, a
+ * transposed block) with room in its storage for more than one offset
+ * (expanded dims excluded). Loops over rows (`x[i]`, `x[i] = y`) and
+ * writes to columns then share one program instead of compiling one per
+ * offset. Nested views that are read keep constant offsets: a GPT-2
+ * training step reading its q, k and v through run-time offsets measured
+ * 14 % slower (bench/README.md). Decided by what the key holds (sizes,
+ * strides, dtype, storage size, role), never by the offset itself. */
+static bool offset_operand(const tpuc_view* v, bool write) {
+  if (v == NULL || v->storage == NULL) return false;
+  int64_t count = numel(v->sizes, v->rank);
+  size_t es = tpuc_dtype_size(v->dtype);
+  if (count <= 0 || es == 0) return false;
+  int64_t n = (int64_t)(tpuc_storage_nbytes(v->storage) / es);
+  if (row_major(v)) return count < n;
+  if (!write) return false;
+  for (int d = 0; d < v->rank; d++)
+    if (v->sizes[d] != 1 && v->strides[d] == 0) return false; /* expanded */
+  int order[TPUC_MAX_RANK];
+  int64_t shape[TPUC_MAX_RANK + 1], len;
+  return nest_box(v, order, shape, &len) > 0 && view_span(v) < n;
 }
 
 /* `flat` (n elements) with `hi` elements appended (never read). */
@@ -1303,7 +1300,8 @@ static tpuc_status* build_program(tpuc_client* client, const op_entry* e,
       st = tpuc_hlo_arg(c->fn, &ut, &extra[w.index]);
     }
     if (st == NULL)
-      st = declare_offset(c->fn, c->opts->write_to[k], true, &target_offset[k]);
+      st = declare_offset(c->fn, c->opts->write_to[k], true,
+                          &target_offset[k]);
   }
   size_t nret = 0;
   for (size_t k = 0; st == NULL && k < c->nouts; k++) {
