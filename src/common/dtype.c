@@ -13,24 +13,25 @@ typedef struct {
 #define IEEE TPUC_FLOAT_IEEE
 #define FN TPUC_FLOAT_FN
 #define FNUZ TPUC_FLOAT_FNUZ
+#define NONE {0, 0, 0, IEEE} /* not a real float */
 
 static const dtype_row kRows[TPUC_DTYPE_COUNT_] = {
-    [TPUC_DTYPE_INVALID] = {"invalid", 0},
-    [TPUC_DTYPE_PRED] = {"i1", 1},
-    [TPUC_DTYPE_S8] = {"i8", 1},
-    [TPUC_DTYPE_S16] = {"i16", 2},
-    [TPUC_DTYPE_S32] = {"i32", 4},
-    [TPUC_DTYPE_S64] = {"i64", 8},
-    [TPUC_DTYPE_U8] = {"ui8", 1},
-    [TPUC_DTYPE_U16] = {"ui16", 2},
-    [TPUC_DTYPE_U32] = {"ui32", 4},
-    [TPUC_DTYPE_U64] = {"ui64", 8},
+    [TPUC_DTYPE_INVALID] = {"invalid", 0, NONE},
+    [TPUC_DTYPE_PRED] = {"i1", 1, NONE},
+    [TPUC_DTYPE_S8] = {"i8", 1, NONE},
+    [TPUC_DTYPE_S16] = {"i16", 2, NONE},
+    [TPUC_DTYPE_S32] = {"i32", 4, NONE},
+    [TPUC_DTYPE_S64] = {"i64", 8, NONE},
+    [TPUC_DTYPE_U8] = {"ui8", 1, NONE},
+    [TPUC_DTYPE_U16] = {"ui16", 2, NONE},
+    [TPUC_DTYPE_U32] = {"ui32", 4, NONE},
+    [TPUC_DTYPE_U64] = {"ui64", 8, NONE},
     [TPUC_DTYPE_F16] = {"f16", 2, {5, 10, 15, IEEE}},
     [TPUC_DTYPE_BF16] = {"bf16", 2, {8, 7, 127, IEEE}},
     [TPUC_DTYPE_F32] = {"f32", 4, {8, 23, 127, IEEE}},
     [TPUC_DTYPE_F64] = {"f64", 8, {11, 52, 1023, IEEE}},
-    [TPUC_DTYPE_C64] = {"complex<f32>", 8},
-    [TPUC_DTYPE_C128] = {"complex<f64>", 16},
+    [TPUC_DTYPE_C64] = {"complex<f32>", 8, NONE},
+    [TPUC_DTYPE_C128] = {"complex<f64>", 16, NONE},
     [TPUC_DTYPE_F8E5M2] = {"f8E5M2", 1, {5, 2, 15, IEEE}},
     [TPUC_DTYPE_F8E4M3FN] = {"f8E4M3FN", 1, {4, 3, 7, FN}},
     [TPUC_DTYPE_F8E5M2FNUZ] = {"f8E5M2FNUZ", 1, {5, 2, 16, FNUZ}},
@@ -40,6 +41,7 @@ static const dtype_row kRows[TPUC_DTYPE_COUNT_] = {
 #undef IEEE
 #undef FN
 #undef FNUZ
+#undef NONE
 
 int tpuc_dtype_is_valid(tpuc_dtype d) {
   return d > TPUC_DTYPE_INVALID && d < TPUC_DTYPE_COUNT_;
