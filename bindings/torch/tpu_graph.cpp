@@ -213,6 +213,9 @@ void register_graph(py::module& m) {
       });
   m.def("graph_capture_begin", &capture_begin);
   m.def("graph_capture_end", &capture_end);
+  m.def("graph_capture_broken", [](int device) {
+    return tpuc_graph_capture_broken(client(), device);
+  });
   m.def("graph_replay", &replay);
   m.def("graph_stats", &graph_stats);
   m.def("graph_reset_stats", [] { tpuc_graph_reset_stats(); });

@@ -338,6 +338,10 @@ void note_fallback(const std::string& name) {
       "it on the CPU");
   bool first = false;
   check(tpuc_fallback_record(name.c_str(), &first));
+  // Inside a torch.compile capture the CPU's result would be a constant
+  // of every replay: the capture breaks here (the graph is split at it).
+  std::string why = "'" + name + "' has no native lowering and runs on the CPU";
+  tpuc_graph_capture_break(client(), why.c_str());
   if (first && mode == TPUC_FALLBACK_WARN)
     TORCH_WARN("tpu: '", name,
                "' has no native lowering yet and runs on the CPU (inputs "

@@ -73,6 +73,11 @@ tpuc_status* tpuc_buffer_to_host(tpuc_buffer* buffer, void* dst, size_t size);
 tpuc_status* tpuc_buffer_to_host_async(tpuc_buffer* buffer, void* dst,
                                        size_t size, tpuc_event** done);
 
+/* How many device-to-host copies (either call above) the calling thread
+ * has started. A graph capture compares it at its end with its start: a
+ * value read on the host cannot be part of the program. */
+uint64_t tpuc_buffer_host_reads(void);
+
 /* Event that is ready when the buffer's value has been computed. */
 tpuc_status* tpuc_buffer_ready_event(tpuc_buffer* buffer, tpuc_event** out);
 

@@ -37,6 +37,17 @@ tpuc_status* tpuc_graph_capture_begin(tpuc_client* client, int device,
                                       const tpuc_view* inputs, size_t nin,
                                       uint64_t rng_seed, uint64_t rng_offset);
 
+/* Whether the calling thread's capture on `device` can no longer be one
+ * program (an op needed a value on the host or ran off the device). The
+ * graph's code keeps running; tpuc_graph_capture_end says why. Checked
+ * after each op, it finds the op that broke the capture. */
+bool tpuc_graph_capture_broken(tpuc_client* client, int device);
+
+/* Breaks the calling thread's capture, if it has one on `client`, for
+ * `why` (the first reason stands): an op that ran off the device, whose
+ * result replays could not recompute. */
+void tpuc_graph_capture_break(tpuc_client* client, const char* why);
+
 /* Ends the capture of the calling thread: `outputs` are the graph's tensor
  * outputs. The captured program runs once for this call, so the outputs
  * (and the inputs written in place) have their values either way. *out is

@@ -178,12 +178,17 @@ static tpuc_status* check_readable(tpuc_buffer* b, void* dst, size_t size) {
   return NULL;
 }
 
+static _Thread_local uint64_t t_host_reads;
+
+uint64_t tpuc_buffer_host_reads(void) { return t_host_reads; }
+
 tpuc_status* tpuc_buffer_to_host_async(tpuc_buffer* b, void* dst, size_t size,
                                        tpuc_event** done) {
   if (done == NULL)
     return tpuc_status_make(TPUC_INVALID_ARGUMENT, "done is NULL");
   *done = NULL;
   TPUC_RETURN_IF_ERROR(check_readable(b, dst, size));
+  t_host_reads++;
   const PJRT_Api* api = b->client->api;
   char scratch[16];
   PJRT_Buffer_ToHostBuffer_Args a = {0};
@@ -208,6 +213,7 @@ static bool read_in_place(tpuc_buffer* b) {
 
 tpuc_status* tpuc_buffer_to_host(tpuc_buffer* b, void* dst, size_t size) {
   TPUC_RETURN_IF_ERROR(check_readable(b, dst, size));
+  t_host_reads++;
   if (read_in_place(b)) {
     tpuc_event* ready = NULL;
     TPUC_RETURN_IF_ERROR(tpuc_buffer_ready_event(b, &ready));

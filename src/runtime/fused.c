@@ -1579,6 +1579,24 @@ tpuc_status* fz_capture_start(tpuc_client* client, int device) {
   return st;
 }
 
+void fz_capture_break(tpuc_client* client, int device, const char* why) {
+  lock();
+  fz_seg* s = open_segment(client, device, false);
+  if (s != NULL && s->capturing && !s->broken) {
+    s->broken = true;
+    snprintf(s->broke, sizeof s->broke, "%s", why);
+  }
+  unlock();
+}
+
+bool fz_capture_broken(tpuc_client* client, int device) {
+  lock();
+  fz_seg* s = open_segment(client, device, false);
+  bool broken = s != NULL && s->capturing && s->broken;
+  unlock();
+  return broken;
+}
+
 void fz_capture_note_rng(tpuc_client* client, int device, tpuc_buffer* buf,
                          const uint64_t vals[2]) {
   lock();

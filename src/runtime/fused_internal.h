@@ -55,6 +55,11 @@ tpuc_status* fz_record_zeros(tpuc_client* client, int device,
  * graph: what was recorded before runs first; the thread records in fused
  * mode until fz_capture_finish. */
 tpuc_status* fz_capture_start(tpuc_client* client, int device);
+/* Whether the capture running on `device` has broken (something cut it:
+ * a value needed on the host, an op run elsewhere). */
+bool fz_capture_broken(tpuc_client* client, int device);
+/* Breaks the capture running on `device` for `why`, unless it is broken. */
+void fz_capture_break(tpuc_client* client, int device, const char* why);
 /* A random op's generator draw recorded during a capture (the program
  * argument `buf` holds `vals`: seed, counter). */
 void fz_capture_note_rng(tpuc_client* client, int device, tpuc_buffer* buf,

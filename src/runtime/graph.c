@@ -127,6 +127,7 @@ typedef struct {
   long* alias_of;
   tpuc_buffer** begin; /* per input with alias_of < 0: its value */
   uint64_t seed, offset;
+  uint64_t host_reads; /* tpuc_buffer_host_reads() at the start */
 } g_capture;
 
 static _Thread_local g_capture t_cap;
@@ -203,6 +204,7 @@ tpuc_status* tpuc_graph_capture_begin(tpuc_client* client, int device,
   t_cap.device = device;
   t_cap.seed = rng_seed;
   t_cap.offset = rng_offset;
+  t_cap.host_reads = tpuc_buffer_host_reads();
   if (st != NULL) {
     fz_captured c;
     tpuc_status_free(fz_capture_finish(client, device, NULL, 0, true, &c));
@@ -411,6 +413,28 @@ static tpuc_status* build_graph(fz_captured* c, const tpuc_view* outputs,
   return NULL;
 }
 
+/* A value of the device read on the host since the capture began (an op
+ * run on the CPU, a kernel that reads its argument's values): what the host
+ * computed from it would be a constant of every replay. */
+static void break_on_host_reads(void) {
+  if (tpuc_buffer_host_reads() != t_cap.host_reads)
+    fz_capture_break(t_cap.client, t_cap.device,
+                     "a tpu value was read on the host during the capture");
+}
+
+bool tpuc_graph_capture_broken(tpuc_client* client, int device) {
+  if (client == NULL || !t_cap.active || t_cap.client != client ||
+      t_cap.device != device)
+    return false;
+  break_on_host_reads();
+  return fz_capture_broken(client, device);
+}
+
+void tpuc_graph_capture_break(tpuc_client* client, const char* why) {
+  if (client == NULL || !t_cap.active || t_cap.client != client) return;
+  fz_capture_break(client, t_cap.device, why != NULL ? why : "broken");
+}
+
 tpuc_status* tpuc_graph_capture_end(tpuc_client* client, int device,
                                     const tpuc_view* outputs, size_t nout,
                                     bool abandon, tpuc_graph** out, char* why,
@@ -425,6 +449,7 @@ tpuc_status* tpuc_graph_capture_end(tpuc_client* client, int device,
                             "no graph is being captured on device %d by this "
                             "thread",
                             device);
+  break_on_host_reads();
   size_t nin = t_cap.nin;
   long* out_input = malloc(sizeof *out_input * (nout + 1));
   long* out_new = malloc(sizeof *out_new * (nout + 1));

@@ -195,6 +195,50 @@ static void test_host_read_breaks_the_capture(void) {
   tpuc_storage_release(w);
 }
 
+/* Reading an input on the host flushes nothing (its value is real), yet
+ * what the host computes from it would be a constant of every replay: the
+ * capture breaks all the same. So does an explicit break, whose reason
+ * stands. */
+static void test_host_read_of_an_input_breaks_the_capture(void) {
+  const float xv[4] = {1, 2, 3, 4};
+  tpuc_storage* x = f32_storage(xv, 4);
+  tpuc_storage* y = f32_storage(NULL, 4);
+  tpuc_storage* w = f32_storage(NULL, 4);
+  tpuc_view in[2] = {vec(w, 4), vec(x, 4)};
+  float got[4];
+  tpuc_view out[1] = {vec(y, 4)};
+  tpuc_graph* g = NULL;
+  char why[256];
+  TPUC_CHECK_OK(tpuc_graph_capture_begin(tpuc_test_client(), 0, in, 2, 1, 0));
+  TPUC_CHECK(!tpuc_graph_capture_broken(tpuc_test_client(), 0));
+  TPUC_CHECK_OK(tpuc_storage_read(x, 0, sizeof got, got));
+  TPUC_CHECK(got[2] == 3);
+  TPUC_CHECK(tpuc_graph_capture_broken(tpuc_test_client(), 0));
+  TPUC_CHECK(!tpuc_graph_capture_broken(tpuc_test_client(), 1));
+  TPUC_CHECK_OK(graph_body(w, x, y));
+  TPUC_CHECK_OK(tpuc_graph_capture_end(tpuc_test_client(), 0, out, 1, false,
+                                       &g, why, sizeof why));
+  TPUC_CHECK(g == NULL);
+  TPUC_CHECK(strstr(why, "read on the host") != NULL);
+  TPUC_CHECK_OK(tpuc_storage_read(y, 0, sizeof got, got));
+  TPUC_CHECK(got[0] == 3 && got[3] == 12);
+
+  TPUC_CHECK_OK(tpuc_graph_capture_begin(tpuc_test_client(), 0, in, 2, 1, 0));
+  TPUC_CHECK_OK(graph_body(w, x, y));
+  tpuc_graph_capture_break(tpuc_test_client(), "op X ran elsewhere");
+  tpuc_graph_capture_break(tpuc_test_client(), "a later reason");
+  TPUC_CHECK(tpuc_graph_capture_broken(tpuc_test_client(), 0));
+  TPUC_CHECK_OK(tpuc_graph_capture_end(tpuc_test_client(), 0, out, 1, false,
+                                       &g, why, sizeof why));
+  TPUC_CHECK(g == NULL && strcmp(why, "op X ran elsewhere") == 0);
+  /* No capture: nothing to break, nothing broken. */
+  tpuc_graph_capture_break(tpuc_test_client(), "ignored");
+  TPUC_CHECK(!tpuc_graph_capture_broken(tpuc_test_client(), 0));
+  tpuc_storage_release(x);
+  tpuc_storage_release(y);
+  tpuc_storage_release(w);
+}
+
 /* uniform_ of a storage, with the generator state the capture gives it. */
 static void test_random_draws_follow_the_replay_state(void) {
   tpuc_storage* s = f32_storage(NULL, 64);
@@ -258,5 +302,6 @@ static void test_bad_arguments(void) {
 
 TPUC_TEST_MAIN(TPUC_TEST(test_capture_and_replay),
                TPUC_TEST(test_host_read_breaks_the_capture),
+               TPUC_TEST(test_host_read_of_an_input_breaks_the_capture),
                TPUC_TEST(test_random_draws_follow_the_replay_state),
                TPUC_TEST(test_bad_arguments))
