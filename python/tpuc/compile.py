@@ -17,10 +17,16 @@ forward and backward graphs are compiled the same way); inference graphs
 and optimizer steps are compiled as Dynamo captured them, in-place updates
 included.
 
-A graph whose capture cannot be one program (an op without a native
-lowering, which runs on the CPU; a value needed on the host inside the
-graph) runs through the eager kernels on every call instead, in the current
-eager mode; ``torch.tpu.compile_stats()`` counts those and says why.
+A graph whose capture cannot be one program is split at the op that broke
+the capture (an op without a native lowering, which runs on the CPU; a
+collective, staged through the host; an op whose result's shape is read on
+the host): the capture runs node by node and notes the first op after
+which it is broken. That op, and every op of the graph with the same
+target, then runs through the eager kernels (in the current eager mode) and
+the parts between them are compiled like graphs of their own (a part that
+breaks again is split again). A graph that cannot be split (the capture
+broke at its end, or every op broke it) runs through the eager kernels on
+every call; ``torch.tpu.compile_stats()`` counts both and says why.
 """
 
 import importlib.abc
@@ -38,8 +44,11 @@ _stats = {
     "recompiles": 0,  # captures of a graph for another input signature
     "eager_graphs": 0,  # graphs that run op by op (reasons below)
     "eager_calls": 0,
+    "split_graphs": 0,  # graphs split around ops that break a capture
+    "split_parts": 0,  # ... into this many compiled parts
 }
 _reasons = {}  # why a graph runs op by op -> count
+_split_reasons = {}  # op a graph was split at: why -> count
 _recompile_log = []  # (graph name, what changed)
 
 # Captured signatures kept per graph (like Dynamo's cache_size_limit).
@@ -53,6 +62,7 @@ def stats():
     with _lock:
         out = dict(_stats)
         out["eager_reasons"] = dict(_reasons)
+        out["split_reasons"] = dict(_split_reasons)
         out["recompile_log"] = list(_recompile_log[-32:])
     c = _C.graph_stats()
     out.update({
@@ -78,6 +88,7 @@ def reset_stats():
         for k in _stats:
             _stats[k] = 0
         _reasons.clear()
+        _split_reasons.clear()
         _recompile_log.clear()
     _C.graph_reset_stats()
 
@@ -109,6 +120,7 @@ class _Graph:
         self.eager_reason = None
         self._reported = False
         self.last_sig = None
+        self.split = None  # the graph split around ops that break a capture
         # Tensors the graph holds as attributes (Dynamo's static inputs:
         # parameters, optimizer state) are inputs of the program too: their
         # storages' current values are read, and written, at every call.
@@ -155,6 +167,8 @@ class _Graph:
         # wrapper that hides _boxed_call): graph inputs are never lists.
         if len(args) == 1 and type(args[0]) is list:
             args = args[0]
+        if self.split is not None:
+            return self.split(*args)
         if self.eager_reason is not None:
             return self._eager(args)
         if self.tpos is None:
@@ -210,11 +224,16 @@ class _Graph:
         why = _C.graph_capture_begin(device, tensors)
         if why:
             return self._eager(args, why)
+        probe = _Probe(self.gm, device)
         try:
-            out = self.gm(*args)
+            out = probe.run(*args)
         except BaseException:
+            probe.env.clear()
             _C.graph_capture_end(device, [], True)
             raise
+        # The interpreter keeps the values of nodes nobody reads (an
+        # in-place op's result): held, they would break the capture.
+        probe.env.clear()
         if not isinstance(out, (tuple, list)):
             _C.graph_capture_end(device, [], True)
             return self._eager_after(out, "the graph does not return a flat tuple")
@@ -238,6 +257,8 @@ class _Graph:
             _count("eager_calls")
             return self.gm(*args)
         if graph is None:
+            if probe.culprit is not None and self._split_at(probe.culprit, why):
+                return out
             return self._eager_after(out, why)
         sig = (_describe(args, self.tpos), scalars)
         if self.variants:
@@ -253,6 +274,106 @@ class _Graph:
         """The capture's results stand; later calls run op by op."""
         self._mark_eager(reason)
         return out
+
+    def _split_at(self, culprit, why):
+        """Splits the graph around `culprit` and every node with its target
+        (they run eagerly; the parts between are compiled graphs of their
+        own). The capture's results stand. False when nothing would be
+        compiled."""
+        nodes = [n for n in self.gm.graph.nodes if n.op not in ("placeholder", "get_attr", "output")]
+        bad = {n for n in nodes if n.op == culprit.op and n.target == culprit.target}
+        if len(bad) == len(nodes):
+            return False
+        part, ids, prev_bad = 0, {}, None
+        for n in nodes:
+            b = n in bad
+            if prev_bad is not None and b != prev_bad:
+                part += 1
+            ids[n] = part
+            prev_bad = b
+        from torch.fx.passes.split_module import split_module
+
+        try:
+            top = split_module(self.gm, self.gm, lambda n: ids[n], keep_original_order=True)
+        except Exception as e:  # a graph split_module does not take
+            self._mark_eager(f"{why}; splitting it failed: {type(e).__name__}: {e}")
+            return True
+        bad_parts = {ids[n] for n in bad}
+        parts = 0
+        for node in list(top.graph.nodes):
+            if node.op != "call_module":
+                continue
+            k = int(node.target.rsplit("_", 1)[1])
+            if k in bad_parts:
+                continue
+            sub = getattr(top, node.target)
+            _tuple_output(top, node, sub)
+            del top._modules[node.target]
+            object.__setattr__(top, node.target, _Graph(sub, f"{self.name}.{k}"))
+            parts += 1
+        top.recompile()
+        self.split = top
+        what = _node_name(culprit)
+        with _lock:
+            _stats["split_graphs"] += 1
+            _stats["split_parts"] += parts
+            key = f"{what}: {why}"
+            _split_reasons[key] = _split_reasons.get(key, 0) + 1
+        warnings.warn(
+            f"tpuc: torch.compile graph {self.name} is split at {what} ({len(bad)} "
+            f"node(s), run eagerly): {why}; the {parts} part(s) between compile as "
+            "programs of their own",
+            stacklevel=4,
+        )
+        return True
+
+
+class _Probe(torch.fx.Interpreter):
+    """Runs a graph node by node during its capture and notes the first
+    node after which the capture is broken."""
+
+    def __init__(self, gm, device):
+        super().__init__(gm)
+        self.device = device
+        self.culprit = None
+
+    def run_node(self, n):
+        out = super().run_node(n)
+        if self.culprit is None and n.op in ("call_function", "call_method", "call_module"):
+            from . import _C
+
+            if _C.graph_capture_broken(self.device):
+                self.culprit = n
+        return out
+
+
+def _node_name(n):
+    t = n.target
+    if isinstance(t, str):
+        return t
+    name = getattr(t, "name", None)
+    if callable(name):  # an OpOverload: aten::mul.Tensor
+        return name()
+    try:  # torch.poisson, _operator.mul
+        return torch.fx.node._get_qualified_name(t)
+    except Exception:
+        return getattr(t, "__qualname__", None) or getattr(t, "__name__", None) or str(t)
+
+
+def _tuple_output(top, call, sub):
+    """Makes part `sub` (called by `call` in `top`) return a tuple, as a
+    captured graph must: a single result becomes (result,) and the caller
+    takes its item 0."""
+    out = next(n for n in sub.graph.nodes if n.op == "output")
+    if isinstance(out.args[0], (tuple, list)):
+        return
+    out.args = ((out.args[0],),)
+    sub.recompile()
+    import operator
+
+    with top.graph.inserting_after(call):
+        item = top.graph.call_function(operator.getitem, (call, 0))
+    call.replace_all_uses_with(item, delete_user_cb=lambda u: u is not item)
 
 
 def _writes(user, node):

@@ -355,6 +355,24 @@ def functional(rank, size):
     t = fc.all_to_all_single(big[rank].to(dev), None, None, group)
     want = torch.cat([big[r][2 * rank : 2 * rank + 2] for r in range(size)])
     same(fc.wait_tensor(t), want, "funcol all_to_all_single")
+
+    # Inside a compiled graph: the graph is split at the collective (staged
+    # through the host, or a program across the threads' devices), which
+    # runs eagerly; the parts around it are compiled and replayed.
+    from tpuc.compile import stats
+
+    def step(x):
+        r = fc.all_reduce(x * 2 + 1, "sum", group)
+        return fc.wait_tensor(r) * 3 - x
+
+    cstep = torch.compile(step, backend="tpu")
+    before = stats()
+    for i in range(3):
+        x = make(rank, torch.float32, salt=2 + i).to(dev)
+        same(cstep(x), step(x).cpu(), f"compiled funcol all_reduce, call {i}")
+    after = stats()
+    assert after["split_graphs"] > before["split_graphs"], after
+    assert after["replays"] > before["replays"] and after["eager_graphs"] == before["eager_graphs"], after
     objs = [None] * size
     dist.all_gather_object(objs, {"rank": rank, "x": [rank] * 3})
     assert objs == [{"rank": r, "x": [r] * 3} for r in range(size)], objs

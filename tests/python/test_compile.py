@@ -174,7 +174,7 @@ def test_graph_break_runs_the_rest_eagerly():
     assert stats()["captures"] == 2
 
 
-def test_fallback_op_in_a_graph_is_warned_counted_and_correct():
+def test_fallback_op_in_a_graph_splits_it_and_is_warned_counted_and_correct():
     import tpuc
 
     def f(a):
@@ -185,14 +185,51 @@ def test_fallback_op_in_a_graph_is_warned_counted_and_correct():
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
         y1 = cf(x)
-    assert any("runs op by op" in str(i.message) for i in w)
-    y2 = cf(x)
+    msgs = [str(i.message) for i in w]
+    assert any("is split at torch.poisson" in m for m in msgs), msgs
+    before = stats()
+    ys = [cf(x * (i + 1)) for i in range(3)]
     torch.testing.assert_close(y1.cpu(), torch.full((8,), 3.0))
-    torch.testing.assert_close(y2.cpu(), torch.full((8,), 3.0))
+    for i, y in enumerate(ys):
+        torch.testing.assert_close(y.cpu(), torch.full((8,), 3.0 * (i + 1)))
     st = stats()
-    assert st["eager_graphs"] == 1 and st["eager_calls"] >= 1
-    assert any("value needed" in r for r in st["eager_reasons"]), st["eager_reasons"]
-    assert tpuc.fallback_report().get("aten::poisson", 0) >= 2
+    # The parts before and after poisson are programs of their own: each
+    # later call replays both, poisson runs eagerly between them.
+    assert st["split_graphs"] == 1 and st["split_parts"] == 2, st
+    assert st["eager_graphs"] == 0, st["eager_reasons"]
+    # (the first of those calls captures them)
+    assert st["replays"] - before["replays"] >= 2 * 2, (before, st)
+    assert any(r.startswith("torch.poisson") for r in st["split_reasons"]), st["split_reasons"]
+    assert tpuc.fallback_report().get("aten::poisson", 0) >= 4
+
+
+def test_fallback_op_on_a_graph_input_is_not_a_constant_of_replays():
+    # poisson reads only the graph's input (no pending value to flush): its
+    # CPU result must still be recomputed at every call, not replayed.
+    cf = torch.compile(lambda a: torch.poisson(a) + a, backend="tpu")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for _ in range(2):
+            y0 = cf(torch.zeros(64, device="tpu")).cpu()
+            y1 = cf(torch.full((64,), 1e6, device="tpu")).cpu()
+            torch.testing.assert_close(y0, torch.zeros(64))
+            assert bool(((y1 - 2e6).abs() < 2e4).all()), y1
+    assert stats()["split_graphs"] == 1
+
+
+def test_graph_that_cannot_be_split_runs_op_by_op():
+    # The only op of the graph breaks its capture: nothing is left to
+    # compile, so the graph runs through the eager kernels and says why.
+    cf = torch.compile(lambda a: torch.poisson(a), backend="tpu")
+    x = torch.ones(4, device="tpu")
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        y = cf(x)
+    assert any("runs op by op" in str(i.message) for i in w), [str(i.message) for i in w]
+    cf(x)
+    assert y.shape == (4,) and bool((y.cpu() >= 0).all())
+    st = stats()
+    assert st["eager_graphs"] == 1 and st["eager_calls"] >= 1 and st["split_graphs"] == 0, st
 
 
 def test_fallback_error_mode_raises_inside_a_graph():
