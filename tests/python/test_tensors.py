@@ -119,3 +119,22 @@ def test_save_and_load(tmp_path):
 def test_unsupported_dtype_is_a_type_error():
     with pytest.raises(TypeError, match="tpu does not support dtype"):
         torch.empty(3, dtype=torch.bits8, device="tpu")
+
+
+@pytest.mark.parametrize("shape,perm", [
+    ((2, 3, 2, 3, 2, 3, 2, 2), (7, 1, 5, 3, 4, 2, 6, 0)),  # one run merges
+    ((2, 3, 2, 3, 2, 3, 2, 2), (7, 6, 5, 4, 3, 2, 1, 0)),  # nothing merges
+    ((2, 3, 2, 3, 2, 3, 2, 2), (1, 0, 2, 3, 4, 5, 6, 7)),  # a 2-d swap
+    ((3, 1, 2, 1, 2, 3), (5, 3, 0, 4, 1, 2)),  # size-1 dims
+])
+def test_high_rank_transposes_copy_in_bounded_time(shape, perm):
+    # XLA's CPU backend took minutes to emit an 8-d transpose (a copy of a
+    # twice-transposed tensor never finished): tpuc now emits transposes of
+    # at most 5 merged dims. Values and gradients as on the CPU.
+    x = torch.randn(shape)
+    t = x.to("tpu").requires_grad_()
+    y = torch.empty_like(t.permute(perm)).copy_(t.permute(perm) * 2)
+    assert torch.equal(y.detach().cpu(), x.permute(perm) * 2)
+    y.backward(torch.ones_like(y))
+    assert torch.equal(t.grad.cpu(), torch.full(shape, 2.0))
+    assert torch.equal(t.permute(perm).contiguous().cpu(), x.permute(perm).contiguous())
