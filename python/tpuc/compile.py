@@ -333,16 +333,17 @@ class _Probe(torch.fx.Interpreter):
     node after which the capture is broken."""
 
     def __init__(self, gm, device):
+        from . import _C
+
         super().__init__(gm)
         self.device = device
         self.culprit = None
+        self._broken = _C.graph_capture_broken
 
     def run_node(self, n):
         out = super().run_node(n)
         if self.culprit is None and n.op in ("call_function", "call_method", "call_module"):
-            from . import _C
-
-            if _C.graph_capture_broken(self.device):
+            if self._broken(self.device):
                 self.culprit = n
         return out
 

@@ -13,6 +13,7 @@
  * keys, how they are wired, which results are live), never of values, so a
  * repeated step compiles once and replays. */
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1051,16 +1052,27 @@ static tpuc_status* run_by_ops(fz_seg* s, size_t n, const bool* live) {
   return st;
 }
 
+/* Marks the capture of `s` broken for a reason (a printf format); the
+ * first reason stands. */
+static void capture_broke(fz_seg* s, const char* fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void capture_broke(fz_seg* s, const char* fmt, ...) {
+  if (s->broken) return;
+  s->broken = true;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(s->broke, sizeof s->broke, fmt, ap);
+  va_end(ap);
+}
+
 /* Runs nodes [0, n) of `s` as one program (or op by op, fuse_after()) and
  * removes them from the segment; the nodes after them stay recorded (their
  * inputs from the run ones become external). */
 static tpuc_status* run_prefix(fz_seg* s, size_t n, tpuc_fused_reason why) {
   if (n == 0) return NULL;
-  if (s->capturing && !s->broken) {
-    s->broken = true;
-    snprintf(s->broke, sizeof s->broke, "%s at %s (op %zu of the graph)",
-             tpuc_fused_reason_name(why), s->nodes[n - 1].name, n - 1);
-  }
+  if (s->capturing)
+    capture_broke(s, "%s at %s (op %zu of the graph)",
+                  tpuc_fused_reason_name(why), s->nodes[n - 1].name, n - 1);
   /* Later nodes that read results of the ones that run: those results
    * become external inputs of theirs, and so live outputs here. */
   for (size_t i = n; i < s->n; i++) {
@@ -1582,10 +1594,7 @@ tpuc_status* fz_capture_start(tpuc_client* client, int device) {
 void fz_capture_break(tpuc_client* client, int device, const char* why) {
   lock();
   fz_seg* s = open_segment(client, device, false);
-  if (s != NULL && s->capturing && !s->broken) {
-    s->broken = true;
-    snprintf(s->broke, sizeof s->broke, "%s", why);
-  }
+  if (s != NULL && s->capturing) capture_broke(s, "%s", why);
   unlock();
 }
 
@@ -1616,9 +1625,8 @@ void fz_capture_note_rng(tpuc_client* client, int device, tpuc_buffer* buf,
       s->rng_vals[s->nrng][0] = vals[0];
       s->rng_vals[s->nrng][1] = vals[1];
       s->nrng++;
-    } else if (!s->broken) {
-      s->broken = true;
-      snprintf(s->broke, sizeof s->broke, "out of host memory");
+    } else {
+      capture_broke(s, "out of host memory");
     }
   }
   unlock();
@@ -1677,10 +1685,7 @@ tpuc_status* fz_capture_finish(tpuc_client* client, int device,
     s->broken = true;
     snprintf(s->broke, sizeof s->broke, "out of host memory");
   }
-  if (abandon && !s->broken) {
-    s->broken = true;
-    snprintf(s->broke, sizeof s->broke, "the graph raised an error");
-  }
+  if (abandon) capture_broke(s, "the graph raised an error");
   for (size_t w = 0; !s->broken && w < nwanted; w++) {
     if (tpuc_lazy_owner(wanted[w]) != s) continue;
     int64_t tag = tpuc_lazy_tag(wanted[w]);
@@ -1697,10 +1702,10 @@ tpuc_status* fz_capture_finish(tpuc_client* client, int device,
       }
       if (live[i * FZ_MAX_OUT + k]) continue;
       if (tpuc_buffer_refs(nd->out[k]) > 1 + (int)nd->uses[k]) {
-        s->broken = true;
-        snprintf(s->broke, sizeof s->broke,
-                 "a result of %s (op %zu) is held outside the graph's outputs",
-                 nd->name, i);
+        capture_broke(s,
+                      "a result of %s (op %zu) is held outside the graph's "
+                      "outputs",
+                      nd->name, i);
       }
     }
   }
