@@ -197,6 +197,7 @@ def first_call_child(name):
     dynamo_s = float(dict(zip(names, values)).get("_compile.compile_inner", 0.0))
     print(json.dumps({"first_ms": first, "steady_ms": steady,
                       "compiles": st["compiles"], "disk_hits": st["disk_hits"],
+                      "captures": st["captures"], "records_loaded": st["records_loaded"],
                       "load_seconds": cache["load_seconds"],
                       "dynamo_seconds": dynamo_s,
                       "graph_compile_seconds": st["compile_seconds"],

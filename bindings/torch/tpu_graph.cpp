@@ -44,7 +44,8 @@ bool views_of(const std::vector<at::Tensor>& inputs, int device,
     }
     if (t.layout() != c10::kStrided || t.is_conj() || t.is_neg() ||
         t.is_quantized() || t.dim() > TPUC_MAX_RANK) {
-      *why = "input " + std::to_string(i) + " is not a plain strided tensor "
+      *why = "input " + std::to_string(i) +
+             " is not a plain strided tensor "
              "(sparse, quantized, a lazy conj/neg bit, or too many dims)";
       return false;
     }
@@ -144,13 +145,14 @@ py::object replay(const std::shared_ptr<Graph>& graph,
   std::vector<tpuc_storage*> raw(nnew);
   storages.reserve(nnew);
   c10::DeviceIndex before = current_device();
-  if (before != device) set_current_device(static_cast<c10::DeviceIndex>(device));
+  if (before != device)
+    set_current_device(static_cast<c10::DeviceIndex>(device));
   for (size_t j = 0; j < nnew; j++) {
     storages.emplace_back(c10::Storage::use_byte_size_t(),
                           tpuc_graph_storage_nbytes(g, j), alloc,
                           /*resizable=*/true);
-    raw[j] = static_cast<tpuc_storage*>(
-        storages.back().data_ptr().get_context());
+    raw[j] =
+        static_cast<tpuc_storage*>(storages.back().data_ptr().get_context());
   }
   if (before != device) set_current_device(before);
   uint64_t seed = 0, offset = 0;
@@ -171,8 +173,8 @@ py::object replay(const std::shared_ptr<Graph>& graph,
   c10::DispatchKeySet keys(c10::DispatchKey::PrivateUse1);
   for (size_t k = 0; k < nout; k++) {
     const tpuc_graph_output* o = tpuc_graph_output_at(g, k);
-    c10::Storage s = o->input >= 0 ? inputs[o->input].storage()
-                                   : storages[o->storage];
+    c10::Storage s =
+        o->input >= 0 ? inputs[o->input].storage() : storages[o->storage];
     at::Tensor t = at::detail::make_tensor<c10::TensorImpl>(
         std::move(s), keys,
         caffe2::TypeMeta::fromScalarType(to_scalar_type(o->dtype)));
@@ -182,6 +184,46 @@ py::object replay(const std::shared_ptr<Graph>& graph,
     out[k] = py::cast(t);
   }
   return std::move(out);
+}
+
+// Keeps `graph`'s record under `key` (with `extra`): whether it was
+// written.
+bool save(const std::shared_ptr<Graph>& graph, const py::bytes& key,
+          const py::bytes& extra) {
+  std::string k = key, e = extra;
+  bool saved = false;
+  tpuc_status* st = nullptr;
+  {
+    py::gil_scoped_release release;
+    st = tpuc_graph_save(graph->g, k.data(), k.size(), e.data(), e.size(),
+                         &saved);
+  }
+  check(st);
+  return saved;
+}
+
+// The graph recorded under `key` for `inputs` on `device`: (Graph, extra),
+// or None.
+py::object load(int device, const py::bytes& key,
+                const std::vector<at::Tensor>& inputs) {
+  std::vector<tpuc_view> views;
+  std::string why;
+  if (!views_of(inputs, device, &views, &why)) return py::none();
+  std::string k = key;
+  tpuc_graph* g = nullptr;
+  char* extra = nullptr;
+  size_t extra_len = 0;
+  tpuc_status* st = nullptr;
+  {
+    py::gil_scoped_release release;
+    st = tpuc_graph_load(client(), device, k.data(), k.size(), views.data(),
+                         views.size(), &g, &extra, &extra_len);
+  }
+  check(st);
+  if (g == nullptr) return py::none();
+  py::bytes e(extra, extra_len);
+  free(extra);
+  return py::make_tuple(std::make_shared<Graph>(g, device), e);
 }
 
 py::dict graph_stats() {
@@ -199,6 +241,8 @@ py::dict graph_stats() {
   d["donated"] = s.donated;
   d["compile_seconds"] = s.compile_seconds;
   d["execute_seconds"] = s.execute_seconds;
+  d["records_saved"] = s.records_saved;
+  d["records_loaded"] = s.records_loaded;
   return d;
 }
 
@@ -206,17 +250,18 @@ py::dict graph_stats() {
 
 void register_graph(py::module& m) {
   py::class_<Graph, std::shared_ptr<Graph>>(m, "Graph")
-      .def_property_readonly("num_ops",
-                             [](const Graph& g) { return tpuc_graph_num_ops(g.g); })
+      .def_property_readonly(
+          "num_ops", [](const Graph& g) { return tpuc_graph_num_ops(g.g); })
       .def_property_readonly("rng_draws", [](const Graph& g) {
         return tpuc_graph_rng_draws(g.g);
       });
   m.def("graph_capture_begin", &capture_begin);
   m.def("graph_capture_end", &capture_end);
-  m.def("graph_capture_broken", [](int device) {
-    return tpuc_graph_capture_broken(client(), device);
-  });
+  m.def("graph_capture_broken",
+        [](int device) { return tpuc_graph_capture_broken(client(), device); });
   m.def("graph_replay", &replay);
+  m.def("graph_save", &save);
+  m.def("graph_load", &load);
   m.def("graph_stats", &graph_stats);
   m.def("graph_reset_stats", [] { tpuc_graph_reset_stats(); });
   m.def("graph_set_timing", [](bool on) { tpuc_graph_set_timing(on); });

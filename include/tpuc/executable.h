@@ -116,6 +116,19 @@ tpuc_status* tpuc_cache_get_stats(tpuc_client* client, tpuc_cache_stats* out);
 /* Drops the in-memory tier (executables still referenced stay alive); with
  * `disk`, also removes this plugin's on-disk entries. */
 tpuc_status* tpuc_cache_clear(tpuc_client* client, bool disk);
+/* Records: small blobs kept in the disk tier beside the programs (a
+ * compiled graph's recipe), under a key the caller makes; written
+ * atomically, the whole key compared on every read, a corrupt record
+ * removed. Without a disk tier, put stores nothing and get finds nothing;
+ * *stored says whether the record was written (a failed write, such as a
+ * full disk, is no error: the cache only loses the record). */
+tpuc_status* tpuc_cache_record_put(tpuc_client* client, const char* key,
+                                   size_t key_len, const void* data, size_t len,
+                                   bool* stored);
+/* *data (malloc'ed, the caller frees it) and *len; *data is NULL when no
+ * record has that key. */
+tpuc_status* tpuc_cache_record_get(tpuc_client* client, const char* key,
+                                   size_t key_len, char** data, size_t* len);
 /* Folder of this client's on-disk tier ("" when disabled). */
 const char* tpuc_cache_dir(tpuc_client* client);
 

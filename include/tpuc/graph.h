@@ -104,20 +104,47 @@ tpuc_status* tpuc_graph_replay(tpuc_graph* g, const tpuc_view* inputs,
 void tpuc_graph_retain(tpuc_graph* g);
 void tpuc_graph_release(tpuc_graph* g);
 
+/* Records: a graph's recipe (where each program argument comes from, its
+ * outputs and in-place updates, its checks, and its program text) kept in
+ * the compile cache's disk tier, so a new process replays the graph
+ * without capturing it again (its program is then loaded from the same
+ * tier). The record's key is `key` (the caller's: what defines the graph's
+ * code and the state its lowering reads) plus the device and the inputs'
+ * signature (dtypes, sizes, strides, offsets, storage sizes, the element
+ * types their values are kept in, aliasing). `extra` is kept with it for
+ * the caller.
+ *
+ * Save: *saved is false (and nothing is written) for a graph that holds a
+ * constant value of the capture (a host-computed value, which a record
+ * cannot carry) or when the cache has no disk tier. */
+tpuc_status* tpuc_graph_save(const tpuc_graph* g, const char* key,
+                             size_t key_len, const void* extra,
+                             size_t extra_len, bool* saved);
+/* Load: *out is NULL when no record matches `inputs` on `device` (nothing
+ * is recorded, or a record is corrupt or from another program format);
+ * else a new graph (release it) and *extra (malloc'ed, the caller frees
+ * it). The program is compiled or loaded through the compile cache. */
+tpuc_status* tpuc_graph_load(tpuc_client* client, int device, const char* key,
+                             size_t key_len, const tpuc_view* inputs,
+                             size_t nin, tpuc_graph** out, char** extra,
+                             size_t* extra_len);
+
 typedef struct tpuc_graph_stats {
   uint64_t captures;         /* graphs captured as one program */
   uint64_t capture_failures; /* captures that were not one program */
   uint64_t replays;
-  uint64_t ops_replayed;     /* ops of the replayed graphs, summed */
-  uint64_t compiles;         /* programs compiled (captures, variants) */
-  uint64_t cache_hits;       /* ... found in the compile cache instead */
-  uint64_t disk_hits;        /* ... of which in its disk tier */
-  uint64_t variants;         /* extra programs for another donation set */
-  uint64_t donated;          /* input buffers given to their new values */
-  double compile_seconds;    /* compiling or loading graph programs */
+  uint64_t ops_replayed;  /* ops of the replayed graphs, summed */
+  uint64_t compiles;      /* programs compiled (captures, variants) */
+  uint64_t cache_hits;    /* ... found in the compile cache instead */
+  uint64_t disk_hits;     /* ... of which in its disk tier */
+  uint64_t variants;      /* extra programs for another donation set */
+  uint64_t donated;       /* input buffers given to their new values */
+  double compile_seconds; /* compiling or loading graph programs */
   /* With timing on: seconds from each replay's execution until its
    * results were ready (the plugin's own time for the program). */
   double execute_seconds;
+  uint64_t records_saved;  /* graph records written to the disk tier */
+  uint64_t records_loaded; /* graphs loaded from records (no capture) */
 } tpuc_graph_stats;
 
 /* Timing (for benchmarks): each replay waits for its results and adds the

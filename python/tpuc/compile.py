@@ -17,6 +17,14 @@ forward and backward graphs are compiled the same way); inference graphs
 and optimizer steps are compiled as Dynamo captured them, in-place updates
 included.
 
+A graph captured once is recorded in the compile cache's disk tier (its
+recipe: where each program argument comes from, its outputs and in-place
+updates, and its program text), keyed by the graph's code, its input
+signature, tpuc's build and the state its lowering reads; a new process
+that meets the same graph with the same inputs loads that record and the
+program (``records_loaded`` in ``torch.tpu.compile_stats()``) instead of
+capturing it again. ``TPUC_GRAPH_RECORDS=0`` turns records off.
+
 A graph whose capture cannot be one program is split at the op that broke
 the capture (an op without a native lowering, which runs on the CPU; a
 collective, staged through the host; an op whose result's shape is read on
@@ -30,6 +38,8 @@ every call; ``torch.tpu.compile_stats()`` counts both and says why.
 """
 
 import importlib.abc
+import json
+import os
 import sys
 import threading
 import warnings
@@ -77,6 +87,8 @@ def stats():
         "donated": c["donated"],
         "compile_seconds": c["compile_seconds"],
         "execute_seconds": c["execute_seconds"],
+        "records_saved": c["records_saved"],
+        "records_loaded": c["records_loaded"],
     })
     return out
 
@@ -121,6 +133,15 @@ class _Graph:
         self._reported = False
         self.last_sig = None
         self.split = None  # the graph split around ops that break a capture
+        self._record_base = None  # what keys this graph's records (lazy)
+        # Placeholders whose value is a list (compiled autograd's graph takes
+        # its tensors as one list): their items are the graph's inputs.
+        ph = [n for n in gm.graph.nodes if n.op == "placeholder"]
+        self._nplaceholders = len(ph)
+        self._list_inputs = {
+            i for i, n in enumerate(ph)
+            if isinstance(n.meta.get("example_value", n.meta.get("val")), (list, tuple))}
+        self._flat_len = None
         # Tensors the graph holds as attributes (Dynamo's static inputs:
         # parameters, optimizer state) are inputs of the program too: their
         # storages' current values are read, and written, at every call.
@@ -164,20 +185,28 @@ class _Graph:
             reason, self.eager_reason = self.eager_reason, None
             self._mark_eager(reason)
         # Boxed (one list, AOTAutograd's convention) or plain arguments (a
-        # wrapper that hides _boxed_call): graph inputs are never lists.
-        if len(args) == 1 and type(args[0]) is list:
+        # wrapper that hides _boxed_call).
+        if len(args) == 1 and type(args[0]) is list and self._boxed(args[0]):
             args = args[0]
         if self.split is not None:
             return self.split(*args)
         if self.eager_reason is not None:
             return self._eager(args)
+        flat = args
+        if self._list_inputs:
+            flat = [x for i, a in enumerate(args)
+                    for x in (a if i in self._list_inputs and isinstance(a, (list, tuple)) else (a,))]
         if self.tpos is None:
-            self.tpos = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
-            self.spos = [i for i, a in enumerate(args) if not isinstance(a, torch.Tensor)]
-        tensors = [args[i] for i in self.tpos]
+            self._flat_len = len(flat)
+            self.tpos = [i for i, a in enumerate(flat) if isinstance(a, torch.Tensor)]
+            self.spos = [i for i, a in enumerate(flat) if not isinstance(a, torch.Tensor)]
+        elif len(flat) != self._flat_len:  # a list input of another length
+            _count("eager_calls")
+            return self.gm(*args)
+        tensors = [flat[i] for i in self.tpos]
         if self.attrs:
             tensors += self.attrs
-        scalars = tuple(args[i] for i in self.spos) if self.spos else ()
+        scalars = tuple(flat[i] for i in self.spos) if self.spos else ()
         from . import _C
 
         for graph, sc, template in self.variants:
@@ -189,8 +218,81 @@ class _Graph:
             if out is False:  # an argument check: the CPU decides
                 _count("eager_calls")
                 return self.gm(*args)
-            return self._assemble(template, out, args)
-        return self._capture(args, tensors, scalars)
+            return self._assemble(template, out, flat)
+        loaded = self._load(args, flat, tensors, scalars)
+        if loaded is not None:
+            return loaded
+        return self._capture(args, flat, tensors, scalars)
+
+    def _boxed(self, lst):
+        """Whether a call's one list argument is the boxed argument list
+        (not the value of a graph's one list input)."""
+        if self._nplaceholders == 1 and 0 in self._list_inputs:
+            return len(lst) == 1 and isinstance(lst[0], (list, tuple))
+        return True
+
+    def _record_key(self, tensors, scalars):
+        """The key of this graph's records for these scalars (bytes), or
+        None when it cannot be recorded."""
+        if self._record_base is None:
+            self._record_base = _record_base(self.gm) or b""
+        if not self._record_base:
+            return None
+        return self._record_base + repr((self.tpos, scalars, _ambient_state())).encode()
+
+    def _load(self, args, flat, tensors, scalars):
+        """Replays a graph recorded by an earlier process, or None."""
+        if not _records_enabled() or len(self.variants) >= MAX_SIGNATURES:
+            return None
+        from . import _C
+
+        devices = {t.device for t in tensors}
+        if len(devices) != 1 or next(iter(devices)).type != "tpu":
+            return None
+        key = self._record_key(tensors, scalars)
+        if key is None:
+            return None
+        found = _C.graph_load(next(iter(devices)).index, key, tensors)
+        if found is None:
+            return None
+        graph, extra = found
+        try:
+            t = json.loads(extra.decode())
+            template = (tuple if t["kind"] == "tuple" else list,
+                        [tuple(x) for x in t["slots"]], list(t["consts"]))
+        except (ValueError, KeyError, TypeError):
+            return None
+        out = _C.graph_replay(graph, tensors)
+        if out is None:
+            return None
+        self._add_variant(graph, scalars, template, flat)
+        if out is False:  # an argument check: the CPU decides
+            _count("eager_calls")
+            return self.gm(*args)
+        return self._assemble(template, out, flat)
+
+    def _add_variant(self, graph, scalars, template, flat):
+        sig = (_describe(flat, self.tpos), scalars)
+        if self.variants:
+            _count("recompiles")
+            with _lock:
+                _recompile_log.append((self.name, _what_changed(self.last_sig, sig)))
+        self.last_sig = sig
+        self.variants.append((graph, scalars, template))
+        _count("signatures")
+
+    def _save(self, graph, tensors, scalars, template):
+        if not _records_enabled():
+            return
+        key = self._record_key(tensors, scalars)
+        if key is None:
+            return
+        kind, slots, consts = template
+        extra = json.dumps({"kind": "tuple" if kind is tuple else "list",
+                            "slots": slots, "consts": consts})
+        from . import _C
+
+        _C.graph_save(graph, key, extra.encode())
 
     @staticmethod
     def _assemble(template, out, args):
@@ -205,7 +307,7 @@ class _Graph:
                 res[pos] = args[src]
         return tuple(res) if kind is tuple else res
 
-    def _capture(self, args, tensors, scalars):
+    def _capture(self, args, flat, tensors, scalars):
         from . import _C
 
         devices = {t.device for t in tensors}
@@ -237,7 +339,7 @@ class _Graph:
         if not isinstance(out, (tuple, list)):
             _C.graph_capture_end(device, [], True)
             return self._eager_after(out, "the graph does not return a flat tuple")
-        ids = {id(a): i for i, a in enumerate(args) if isinstance(a, torch.Tensor)}
+        ids = {id(a): i for i, a in enumerate(flat) if isinstance(a, torch.Tensor)}
         slots, consts, out_tensors = [], [], []
         for pos, v in enumerate(out):
             consts.append(None)
@@ -260,14 +362,9 @@ class _Graph:
             if probe.culprit is not None and self._split_at(probe.culprit, why):
                 return out
             return self._eager_after(out, why)
-        sig = (_describe(args, self.tpos), scalars)
-        if self.variants:
-            _count("recompiles")
-            with _lock:
-                _recompile_log.append((self.name, _what_changed(self.last_sig, sig)))
-        self.last_sig = sig
-        self.variants.append((graph, scalars, (type(out), slots, consts)))
-        _count("signatures")
+        template = (type(out), slots, consts)
+        self._add_variant(graph, scalars, template, flat)
+        self._save(graph, tensors, scalars, template)
         return out
 
     def _eager_after(self, out, reason):
@@ -326,6 +423,80 @@ class _Graph:
             stacklevel=4,
         )
         return True
+
+
+def _records_enabled():
+    return os.environ.get("TPUC_GRAPH_RECORDS", "1") != "0"
+
+
+_build = None
+
+
+def _build_stamp():
+    """Which build of tpuc and torch records are made by: a rebuilt binding
+    (new lowerings) or another torch never reads an older record."""
+    global _build
+    if _build is None:
+        from . import _C
+
+        st = os.stat(_C.__file__)
+        _build = f"{_C.__file__}:{st.st_size}:{st.st_mtime_ns}:{torch.__version__}"
+    return _build
+
+
+_MAX_KEYED_CONSTANT = 1 << 20
+
+
+def _record_base(gm):
+    """What keys a graph's records: tpuc's build, the code of the graph
+    and of every graph module it calls, and the values of the CPU tensors
+    it holds; None when the graph reads something a record cannot key (a
+    module that is not an FX graph, a CPU tensor over 1 MiB, another
+    object held as an attribute)."""
+    parts = [_build_stamp()]
+    for name, mod in sorted(gm.named_modules(), key=lambda m: m[0]):
+        if not isinstance(mod, torch.fx.GraphModule):
+            return None
+        parts.append(f"[{name}]\n{mod.code}")
+        for node in mod.graph.nodes:
+            if node.op != "get_attr":
+                continue
+            obj = mod
+            for part in node.target.split("."):
+                obj = getattr(obj, part, None)
+            if isinstance(obj, torch.fx.GraphModule):
+                continue
+            if not isinstance(obj, torch.Tensor):
+                return None
+            if obj.device.type == "cpu":
+                # A constant the graph holds (a lifted torch.tensor(...)):
+                # its value is part of the key.
+                if obj.is_sparse or obj.numel() * obj.element_size() > _MAX_KEYED_CONSTANT:
+                    return None
+                data = obj.detach().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
+                parts.append(f"{node.target}:{obj.dtype}:{tuple(obj.shape)}:{data.hex()}")
+            elif obj.device.type != "tpu":
+                return None
+    return "\n".join(parts).encode()
+
+
+def _ambient_state():
+    """The state that the eager kernels a capture runs read, beside the
+    graph's inputs: dtypes and precision defaults, determinism, grad and
+    autocast modes, tpuc's own settings."""
+    env = tuple(sorted((k, v) for k, v in os.environ.items()
+                       if k.startswith(("TPUC_", "XLA_")) and k not in
+                       ("TPUC_CACHE_DIR", "TPUC_CACHE_PREFETCH", "TPUC_GRAPH_RECORDS")))
+    return (
+        str(torch.get_default_dtype()),
+        torch.are_deterministic_algorithms_enabled(),
+        torch.get_float32_matmul_precision(),
+        torch.is_grad_enabled(),
+        torch.is_autocast_enabled("tpu"),
+        str(torch.get_autocast_dtype("tpu")),
+        torch.tpu.get_eager_mode(),
+        env,
+    )
 
 
 class _Probe(torch.fx.Interpreter):

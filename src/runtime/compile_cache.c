@@ -75,8 +75,8 @@ struct tpuc_cache {
   /* The program loaded or compiled last (its successor is recorded); the
    * all-zero fingerprint (PF_START) before the first one. */
   tpuc_fingerprint last;
-  bool prefetch;  /* disk tier present and TPUC_CACHE_PREFETCH != 0 */
-  bool pf_dead;   /* being destroyed (under g_pf_mu) */
+  bool prefetch; /* disk tier present and TPUC_CACHE_PREFETCH != 0 */
+  bool pf_dead;  /* being destroyed (under g_pf_mu) */
 };
 
 static void pf_forget(tpuc_cache* k);
@@ -362,10 +362,10 @@ static uint64_t get_u64(const char* p) {
 
 /* The key and payload of entry bytes `data` that pass the magic, size and
  * payload checksum checks; false otherwise. */
-static bool entry_parse(const char* data, size_t len, const char** key,
-                        size_t* key_len, const char** payload,
+static bool entry_parse(const char* data, size_t len, const char* magic,
+                        const char** key, size_t* key_len, const char** payload,
                         size_t* payload_len) {
-  if (len < HEADER_BYTES || memcmp(data, MAGIC, 8) != 0) return false;
+  if (len < HEADER_BYTES || memcmp(data, magic, 8) != 0) return false;
   uint64_t klen = get_u64(data + 8), plen = get_u64(data + 16);
   if (klen > len || plen > len || HEADER_BYTES + klen + plen != len)
     return false;
@@ -391,7 +391,7 @@ static int disk_load(tpuc_cache* k, tpuc_fingerprint fp, const char* key,
   if (!read_file(path, &data, &len)) return 0;
   const char *ekey, *payload;
   size_t eklen, plen;
-  bool ok = entry_parse(data, len, &ekey, &eklen, &payload, &plen) &&
+  bool ok = entry_parse(data, len, MAGIC, &ekey, &eklen, &payload, &plen) &&
             eklen == key_len && memcmp(ekey, key, key_len) == 0;
   if (ok) {
     tpuc_status* st = tpuc_pjrt_deserialize(k->client, payload, plen, out);
@@ -417,40 +417,117 @@ static int write_all(int fd, const void* p, size_t n) {
   return 1;
 }
 
+/* Writes entry `magic | sizes | key | payload` to `final_path` through a
+ * temporary file renamed into place; the bytes written, or 0. */
+static size_t write_entry(const char* final_path, const char* magic,
+                          const char* key, size_t key_len, const void* payload,
+                          size_t plen) {
+  char tmp_path[4300];
+  static atomic_uint counter;
+  size_t written = 0;
+  snprintf(tmp_path, sizeof tmp_path, "%s.%d.%u.tmp", final_path, (int)getpid(),
+           atomic_fetch_add(&counter, 1));
+  int fd = open(tmp_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) return 0;
+  char header[HEADER_BYTES];
+  tpuc_fingerprint zero = {0, 0};
+  tpuc_fingerprint pfp = tpuc_fingerprint_bytes(zero, payload, plen);
+  uint64_t fields[4] = {key_len, plen, pfp.lo, pfp.hi};
+  memcpy(header, magic, 8);
+  memcpy(header + 8, fields, sizeof fields);
+  int ok = write_all(fd, header, sizeof header) &&
+           write_all(fd, key, key_len) && write_all(fd, payload, plen) &&
+           fsync(fd) == 0;
+  ok = close(fd) == 0 && ok;
+  if (ok && rename(tmp_path, final_path) == 0)
+    written = HEADER_BYTES + key_len + plen;
+  else
+    unlink(tmp_path);
+  return written;
+}
+
 /* Returns the bytes written (0 when nothing was stored). */
 static size_t disk_store(tpuc_cache* k, tpuc_fingerprint fp, const char* key,
                          size_t key_len, PJRT_LoadedExecutable* exe) {
   char* payload = NULL;
-  size_t plen = 0, written = 0;
+  size_t plen = 0;
   tpuc_status* st = tpuc_pjrt_serialize(k->client, exe, &payload, &plen);
   if (st != NULL) { /* plugin cannot serialize: memory tier only */
     tpuc_status_free(st);
     return 0;
   }
-  char final_path[4200], tmp_path[4300];
+  char final_path[4200];
   entry_path(k, fp, ".tpx", final_path, sizeof final_path);
-  static atomic_uint counter;
-  snprintf(tmp_path, sizeof tmp_path, "%s.%d.%u.tmp", final_path, (int)getpid(),
-           atomic_fetch_add(&counter, 1));
-  int fd = open(tmp_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd >= 0) {
-    char header[HEADER_BYTES];
-    tpuc_fingerprint zero = {0, 0};
-    tpuc_fingerprint pfp = tpuc_fingerprint_bytes(zero, payload, plen);
-    uint64_t fields[4] = {key_len, plen, pfp.lo, pfp.hi};
-    memcpy(header, MAGIC, 8);
-    memcpy(header + 8, fields, sizeof fields);
-    int ok = write_all(fd, header, sizeof header) &&
-             write_all(fd, key, key_len) && write_all(fd, payload, plen) &&
-             fsync(fd) == 0;
-    ok = close(fd) == 0 && ok;
-    if (ok && rename(tmp_path, final_path) == 0)
-      written = HEADER_BYTES + key_len + plen;
-    else
-      unlink(tmp_path);
-  }
+  size_t written = write_entry(final_path, MAGIC, key, key_len, payload, plen);
   free(payload);
   return written;
+}
+
+/* ------------------------------ records -------------------------------- */
+
+/* Records: small blobs that the runtime keeps beside the programs (a
+ * compiled graph's recipe), <key fingerprint>.tpr, in the entry format
+ * with magic "TPUCREC1"; the whole key is compared on every read. */
+#define RECORD_MAGIC "TPUCREC1"
+
+tpuc_status* tpuc_cache_record_put(tpuc_client* c, const char* key,
+                                   size_t key_len, const void* data, size_t len,
+                                   bool* stored) {
+  if (c == NULL || stored == NULL || (key_len > 0 && key == NULL) ||
+      (len > 0 && data == NULL))
+    return tpuc_status_make(TPUC_INVALID_ARGUMENT,
+                            "NULL argument to tpuc_cache_record_put");
+  *stored = false;
+  tpuc_cache* k = cache_of(c);
+  if (k == NULL || k->dir == NULL) return NULL; /* no disk tier */
+  tpuc_fingerprint zero = {0, 0};
+  char path[4200];
+  entry_path(k, tpuc_fingerprint_bytes(zero, key, key_len), ".tpr", path,
+             sizeof path);
+  size_t n = write_entry(path, RECORD_MAGIC, key, key_len, data, len);
+  *stored = n > 0;
+  if (n > 0) {
+    pthread_mutex_lock(&k->mu);
+    k->stats.disk_bytes_written += n;
+    pthread_mutex_unlock(&k->mu);
+  }
+  return NULL;
+}
+
+tpuc_status* tpuc_cache_record_get(tpuc_client* c, const char* key,
+                                   size_t key_len, char** data, size_t* len) {
+  if (c == NULL || data == NULL || len == NULL || (key_len > 0 && key == NULL))
+    return tpuc_status_make(TPUC_INVALID_ARGUMENT,
+                            "NULL argument to tpuc_cache_record_get");
+  *data = NULL;
+  *len = 0;
+  tpuc_cache* k = cache_of(c);
+  if (k == NULL || k->dir == NULL) return NULL;
+  tpuc_fingerprint zero = {0, 0};
+  char path[4200];
+  entry_path(k, tpuc_fingerprint_bytes(zero, key, key_len), ".tpr", path,
+             sizeof path);
+  char* raw = NULL;
+  size_t n = 0;
+  if (!read_file(path, &raw, &n)) return NULL;
+  const char *ekey, *payload;
+  size_t eklen, plen;
+  if (!entry_parse(raw, n, RECORD_MAGIC, &ekey, &eklen, &payload, &plen)) {
+    unlink(path); /* corrupt or truncated: the next capture rewrites it */
+    free(raw);
+    return NULL;
+  }
+  if (eklen == key_len && memcmp(ekey, key, key_len) == 0) {
+    *data = malloc(plen ? plen : 1);
+    if (*data == NULL) {
+      free(raw);
+      return tpuc_status_make(TPUC_RESOURCE_EXHAUSTED, "out of host memory");
+    }
+    memcpy(*data, payload, plen);
+    *len = plen;
+  }
+  free(raw);
+  return NULL;
 }
 
 /* ------------------------------ compile -------------------------------- */
@@ -600,7 +677,7 @@ static bool pf_load(tpuc_cache* k, tpuc_fingerprint fp) {
   const char *key = NULL, *payload;
   tpuc_executable* exe = NULL;
   bool ok = read_file(path, &data, &len) &&
-            entry_parse(data, len, &key, &klen, &payload, &plen);
+            entry_parse(data, len, MAGIC, &key, &klen, &payload, &plen);
   if (ok) { /* the entry is the program its name says */
     tpuc_fingerprint zero = {0, 0};
     tpuc_fingerprint kfp = tpuc_fingerprint_bytes(zero, key, klen);
@@ -901,6 +978,7 @@ tpuc_status* tpuc_cache_clear(tpuc_client* c, bool disk) {
         /* Entries and their lock files (a process still holding a removed
          * lock only loses the compile-once guarantee, never correctness). */
         if ((n > 4 && strcmp(ent->d_name + n - 4, ".tpx") == 0) ||
+            (n > 4 && strcmp(ent->d_name + n - 4, ".tpr") == 0) ||
             (n > 5 && strcmp(ent->d_name + n - 5, ".next") == 0) ||
             (n > 5 && strcmp(ent->d_name + n - 5, ".lock") == 0)) {
           char p[4400];

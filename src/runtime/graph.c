@@ -9,80 +9,7 @@
 #include "common/clock.h"
 #include "hlo/hlo_internal.h"
 #include "runtime/fused_internal.h"
-#include "tpuc/graph.h"
-
-/* Where a program argument comes from at a replay. */
-typedef enum { GP_INPUT, GP_CONST, GP_RNG } gp_kind;
-typedef struct {
-  gp_kind kind;
-  size_t input;     /* GP_INPUT: the input whose storage value it is */
-  tpuc_buffer* buf; /* GP_CONST: retained */
-  uint64_t delta;   /* GP_RNG: the draw's offset from the first one */
-} g_param;
-
-/* Where a value the graph hands out (an output storage, an input's new
- * value) comes from. */
-typedef enum { GV_RESULT, GV_INPUT, GV_CONST } gv_kind;
-typedef struct {
-  gv_kind kind;
-  size_t index;     /* GV_RESULT: result; GV_INPUT: input (its old value) */
-  tpuc_buffer* buf; /* GV_CONST: retained */
-} g_val;
-
-typedef struct {
-  tpuc_dtype dtype;
-  int rank;
-  int64_t sizes[TPUC_MAX_RANK];
-  int64_t strides[TPUC_MAX_RANK];
-  int64_t offset;
-  size_t nbytes;
-  tpuc_dtype value_dtype; /* the element type of the storage's value */
-  long alias_of; /* the first input with the same storage, or -1 */
-} g_input;
-
-/* An input whose old value may be given to its new one (a result). */
-typedef struct {
-  size_t param, result;
-} g_cand;
-
-#define GRAPH_MAX_VARIANTS 8
-typedef struct {
-  bool* mask; /* per candidate: donated */
-  tpuc_executable* exe;
-} g_variant;
-
-struct tpuc_graph {
-  atomic_int refs;
-  tpuc_client* client;
-  int device;
-  size_t nops;
-  size_t nin;
-  g_input* in;
-  size_t nparams;
-  g_param* params;
-  size_t nres;
-  size_t nout;
-  tpuc_graph_output* outs;
-  size_t nnew;
-  size_t* new_nbytes;
-  g_val* new_val;
-  size_t nupd;
-  size_t* upd_input;
-  g_val* upd_val;
-  size_t ncand;
-  g_cand* cand;
-  long check_any; /* the result that ORs the checks (-1: none) */
-  size_t nchecks;
-  size_t* check_res;
-  tpuc_code* check_code;
-  const char** check_msg;
-  uint64_t rng_draws;
-  char* text; /* the program without aliases, for donation variants */
-  size_t len;
-  pthread_mutex_t mu;
-  g_variant var[GRAPH_MAX_VARIANTS];
-  size_t nvar;
-};
+#include "runtime/graph_internal.h"
 
 /* ------------------------------- stats ---------------------------------- */
 
@@ -104,7 +31,7 @@ void tpuc_graph_reset_stats(void) {
   pthread_mutex_unlock(&g_smu);
 }
 
-static void count_program(int source, double seconds) {
+void graph_count_program(int source, double seconds) {
   pthread_mutex_lock(&g_smu);
   if (source == TPUC_CACHE_COMPILED) {
     g_stats.compiles++;
@@ -113,6 +40,15 @@ static void count_program(int source, double seconds) {
     g_stats.disk_hits += source == TPUC_CACHE_DISK;
   }
   g_stats.compile_seconds += seconds;
+  pthread_mutex_unlock(&g_smu);
+}
+
+void graph_count_record(bool loaded) {
+  pthread_mutex_lock(&g_smu);
+  if (loaded)
+    g_stats.records_loaded++;
+  else
+    g_stats.records_saved++;
   pthread_mutex_unlock(&g_smu);
 }
 
@@ -157,8 +93,10 @@ static tpuc_status* check_inputs(tpuc_client* client, int device,
                                  const tpuc_view* in, size_t nin) {
   for (size_t i = 0; i < nin; i++) {
     if (in[i].storage == NULL)
-      return tpuc_status_make(TPUC_INVALID_ARGUMENT, "graph input %zu has "
-                              "no storage", i);
+      return tpuc_status_make(TPUC_INVALID_ARGUMENT,
+                              "graph input %zu has "
+                              "no storage",
+                              i);
     if (tpuc_storage_client(in[i].storage) != client ||
         tpuc_storage_device(in[i].storage) != device)
       return tpuc_status_make(TPUC_INVALID_ARGUMENT,
@@ -235,21 +173,18 @@ static void val_of_external(tpuc_buffer* b, g_val* v) {
 
 static bool same_value_type(const tpuc_value_type* a,
                             const tpuc_value_type* b) {
-  return a != NULL && b != NULL && a->dtype == b->dtype &&
-         a->rank == b->rank &&
+  return a != NULL && b != NULL && a->dtype == b->dtype && a->rank == b->rank &&
          memcmp(a->dims, b->dims, sizeof(int64_t) * (size_t)a->rank) == 0;
 }
 
-static void graph_free(tpuc_graph* g) {
+void graph_free(tpuc_graph* g) {
   if (g == NULL) return;
-  for (size_t p = 0; p < g->nparams; p++)
+  for (size_t p = 0; g->params != NULL && p < g->nparams; p++)
     if (g->params[p].buf != NULL) tpuc_buffer_release(g->params[p].buf);
-  for (size_t j = 0; j < g->nnew; j++)
-    if (g->new_val != NULL && g->new_val[j].buf != NULL)
-      tpuc_buffer_release(g->new_val[j].buf);
-  for (size_t u = 0; u < g->nupd; u++)
-    if (g->upd_val != NULL && g->upd_val[u].buf != NULL)
-      tpuc_buffer_release(g->upd_val[u].buf);
+  for (size_t j = 0; g->new_val != NULL && j < g->nnew; j++)
+    if (g->new_val[j].buf != NULL) tpuc_buffer_release(g->new_val[j].buf);
+  for (size_t u = 0; g->upd_val != NULL && u < g->nupd; u++)
+    if (g->upd_val[u].buf != NULL) tpuc_buffer_release(g->upd_val[u].buf);
   for (size_t v = 0; v < g->nvar; v++) {
     free(g->var[v].mask);
     if (g->var[v].exe != NULL) tpuc_executable_release(g->var[v].exe);
@@ -264,6 +199,9 @@ static void graph_free(tpuc_graph* g) {
   free(g->cand);
   free(g->check_res);
   free(g->check_code);
+  for (size_t k = 0; g->owns_msgs && g->check_msg != NULL && k < g->nchecks;
+       k++)
+    free((char*)g->check_msg[k]);
   free(g->check_msg);
   free(g->text);
   pthread_mutex_destroy(&g->mu);
@@ -336,8 +274,9 @@ static tpuc_status* build_graph(fz_captured* c, const tpuc_view* outputs,
       uint64_t off = ctr >> 32;
       if (seed != t_cap.seed || (ctr & 0xFFFFFFFFu) != 0 ||
           off < t_cap.offset || off - t_cap.offset >= c->rng_draws)
-        unreplayable = "a random op draws from another generator than the "
-                       "device's default one";
+        unreplayable =
+            "a random op draws from another generator than the "
+            "device's default one";
       gp->kind = GP_RNG;
       gp->delta = off - t_cap.offset;
       continue;
@@ -461,8 +400,7 @@ tpuc_status* tpuc_graph_capture_end(tpuc_client* client, int device,
       upd == NULL)
     st = oom();
   size_t nnew = 0, nupd = 0;
-  if (!abandon && st == NULL)
-    st = check_inputs(client, device, outputs, nout);
+  if (!abandon && st == NULL) st = check_inputs(client, device, outputs, nout);
   for (size_t k = 0; !abandon && st == NULL && k < nout; k++) {
     out_input[k] = out_new[k] = -1;
     for (size_t i = 0; i < nin && out_input[k] < 0; i++)
@@ -493,17 +431,19 @@ tpuc_status* tpuc_graph_capture_end(tpuc_client* client, int device,
   fz_captured c;
   memset(&c, 0, sizeof c);
   bool give_up = abandon || st != NULL;
-  tpuc_status* fin = fz_capture_finish(client, device, wanted, nnew + nupd,
-                                       give_up, &c);
-  if (st == NULL) st = fin;
-  else tpuc_status_free(fin);
+  tpuc_status* fin =
+      fz_capture_finish(client, device, wanted, nnew + nupd, give_up, &c);
+  if (st == NULL)
+    st = fin;
+  else
+    tpuc_status_free(fin);
   if (st == NULL && c.broken) {
     if (why != NULL) snprintf(why, why_cap, "%s", c.why);
     pthread_mutex_lock(&g_smu);
     g_stats.capture_failures += !abandon;
     pthread_mutex_unlock(&g_smu);
   } else if (st == NULL) {
-    count_program(c.source, c.seconds);
+    graph_count_program(c.source, c.seconds);
     st = build_graph(&c, outputs, nout, out_input, out_new, news, nnew, wanted,
                      upd, nupd, out, why, why_cap);
     pthread_mutex_lock(&g_smu);
@@ -533,9 +473,7 @@ const tpuc_graph_output* tpuc_graph_output_at(const tpuc_graph* g, size_t i) {
   return g != NULL && i < g->nout ? &g->outs[i] : NULL;
 }
 
-size_t tpuc_graph_num_storages(const tpuc_graph* g) {
-  return g ? g->nnew : 0;
-}
+size_t tpuc_graph_num_storages(const tpuc_graph* g) { return g ? g->nnew : 0; }
 
 size_t tpuc_graph_storage_nbytes(const tpuc_graph* g, size_t j) {
   return g != NULL && j < g->nnew ? g->new_nbytes[j] : 0;
@@ -570,7 +508,8 @@ static bool new_aliasing(const tpuc_graph* g, const tpuc_view* in) {
   for (size_t i = 0; i < g->nin && !dup; i++) {
     if (g->in[i].alias_of >= 0) continue;
     const tpuc_storage* s = in[i].storage;
-    size_t h = (size_t)(((uintptr_t)s >> 4) * 0x9E3779B97F4A7C15ULL) & (cap - 1);
+    size_t h =
+        (size_t)(((uintptr_t)s >> 4) * 0x9E3779B97F4A7C15ULL) & (cap - 1);
     while (keys[h] != NULL && keys[h] != s) h = (h + 1) & (cap - 1);
     dup = keys[h] == s;
     keys[h] = s;
@@ -655,9 +594,18 @@ static tpuc_status* alias_text(const tpuc_graph* g, const bool* mask,
   return NULL;
 }
 
-/* The executable for donation set `mask`, compiled on first use. */
-static tpuc_status* variant(tpuc_graph* g, const bool* mask,
-                            tpuc_executable** exe) {
+/* Whether donation set `a` donates nothing that `b` does not. */
+static bool mask_within(const bool* a, const bool* b, size_t n) {
+  for (size_t c = 0; c < n; c++)
+    if (a[c] && !b[c]) return false;
+  return true;
+}
+
+/* The executable for donation set `mask`: its own, compiled the second
+ * time the set is asked for; before that, the variant that donates the
+ * most of it (the set without donation always exists), whose set is then
+ * written to `mask`. */
+static tpuc_status* variant(tpuc_graph* g, bool* mask, tpuc_executable** exe) {
   pthread_mutex_lock(&g->mu);
   for (size_t v = 0; v < g->nvar; v++)
     if (memcmp(g->var[v].mask, mask, sizeof *mask * g->ncand) == 0) {
@@ -666,6 +614,32 @@ static tpuc_status* variant(tpuc_graph* g, const bool* mask,
       pthread_mutex_unlock(&g->mu);
       return NULL;
     }
+  tpuc_fingerprint zero = {0, 0};
+  uint64_t fp = tpuc_fingerprint_bytes(zero, mask, sizeof *mask * g->ncand).lo;
+  bool seen = false;
+  for (size_t i = 0; i < g->nseen && i < GRAPH_MAX_VARIANTS && !seen; i++)
+    seen = g->seen[i] == fp;
+  if (!seen) {
+    g->seen[g->nseen++ % GRAPH_MAX_VARIANTS] = fp;
+    long best = -1;
+    size_t most = 0;
+    for (size_t v = 0; v < g->nvar; v++) {
+      if (!mask_within(g->var[v].mask, mask, g->ncand)) continue;
+      size_t n = 0;
+      for (size_t c = 0; c < g->ncand; c++) n += g->var[v].mask[c];
+      if (best < 0 || n > most) {
+        best = (long)v;
+        most = n;
+      }
+    }
+    if (best >= 0) {
+      memcpy(mask, g->var[best].mask, sizeof *mask * g->ncand);
+      tpuc_executable_retain(g->var[best].exe);
+      *exe = g->var[best].exe;
+      pthread_mutex_unlock(&g->mu);
+      return NULL;
+    }
+  }
   pthread_mutex_unlock(&g->mu);
   char* text = NULL;
   size_t len = 0;
@@ -675,7 +649,7 @@ static tpuc_status* variant(tpuc_graph* g, const bool* mask,
   tpuc_status* st = tpuc_compile(g->client, text, len, NULL, exe, &src);
   free(text);
   if (st != NULL) return st;
-  count_program((int)src, tpuc_now_seconds() - t0);
+  graph_count_program((int)src, tpuc_now_seconds() - t0);
   bool* copy = malloc(sizeof *copy * (g->ncand + 1));
   if (copy == NULL) return NULL; /* usable, just not remembered */
   memcpy(copy, mask, sizeof *mask * g->ncand);
@@ -700,17 +674,19 @@ static tpuc_status* variant(tpuc_graph* g, const bool* mask,
 static tpuc_buffer* value_of(const g_val* v, tpuc_buffer** vals,
                              tpuc_buffer** outs) {
   switch (v->kind) {
-    case GV_RESULT: return outs[v->index];
-    case GV_INPUT: return vals[v->index];
-    case GV_CONST: return v->buf;
+    case GV_RESULT:
+      return outs[v->index];
+    case GV_INPUT:
+      return vals[v->index];
+    case GV_CONST:
+      return v->buf;
   }
   return NULL;
 }
 
 tpuc_status* tpuc_graph_replay(tpuc_graph* g, const tpuc_view* in, size_t nin,
-                               tpuc_storage* const* storages,
-                               size_t nstorages, uint64_t rng_seed,
-                               uint64_t rng_offset) {
+                               tpuc_storage* const* storages, size_t nstorages,
+                               uint64_t rng_seed, uint64_t rng_offset) {
   if (g == NULL || (nin > 0 && in == NULL) ||
       (nstorages > 0 && storages == NULL))
     return tpuc_status_make(TPUC_INVALID_ARGUMENT,
@@ -720,8 +696,8 @@ tpuc_status* tpuc_graph_replay(tpuc_graph* g, const tpuc_view* in, size_t nin,
                             "the inputs do not match the captured graph");
   if (nstorages != g->nnew)
     return tpuc_status_make(TPUC_INVALID_ARGUMENT,
-                            "the graph fills %zu storages, %zu given",
-                            g->nnew, nstorages);
+                            "the graph fills %zu storages, %zu given", g->nnew,
+                            nstorages);
   for (size_t j = 0; j < nstorages; j++)
     if (storages[j] == NULL ||
         tpuc_storage_nbytes(storages[j]) != g->new_nbytes[j] ||
@@ -755,17 +731,19 @@ tpuc_status* tpuc_graph_replay(tpuc_graph* g, const tpuc_view* in, size_t nin,
     }
   }
   /* An input's old value that only its storage (and this call) holds goes
-   * to its new value. */
-  size_t ndonated = 0;
+   * to its new value (as far as the variant that runs donates). */
   for (size_t c = 0; st == NULL && c < g->ncand; c++) {
     tpuc_buffer* b = args[g->cand[c].param];
     mask[c] = tpuc_buffer_refs(b) - tpuc_lazy_holds(b) == 2 &&
               tpuc_lazy_owner(b) == NULL;
-    donate[g->cand[c].param] = mask[c];
-    ndonated += mask[c];
   }
   tpuc_executable* exe = NULL;
   if (st == NULL) st = variant(g, mask, &exe);
+  size_t ndonated = 0;
+  for (size_t c = 0; st == NULL && c < g->ncand; c++) {
+    donate[g->cand[c].param] = mask[c];
+    ndonated += mask[c];
+  }
   bool timing = atomic_load(&g_timing);
   double t0 = timing ? tpuc_now_seconds() : 0;
   if (st == NULL) st = tpuc_values_ensure(args, g->nparams);
@@ -800,7 +778,8 @@ tpuc_status* tpuc_graph_replay(tpuc_graph* g, const tpuc_view* in, size_t nin,
       st = tpuc_status_make(g->check_code[k], "%s", g->check_msg[k]);
   }
   for (size_t j = 0; st == NULL && j < g->nnew; j++)
-    st = tpuc_storage_set_value(storages[j], value_of(&g->new_val[j], vals, outs));
+    st = tpuc_storage_set_value(storages[j],
+                                value_of(&g->new_val[j], vals, outs));
   for (size_t u = 0; st == NULL && u < g->nupd; u++)
     st = tpuc_storage_set_value(in[g->upd_input[u]].storage,
                                 value_of(&g->upd_val[u], vals, outs));

@@ -201,6 +201,65 @@ static void corrupt_case(int truncate_it) {
 static void test_corrupt_entry_recompiled(void) { corrupt_case(0); }
 static void test_truncated_entry_recompiled(void) { corrupt_case(1); }
 
+static tpuc_client* memory_only_client(void);
+
+/* Records: a blob under a key, found only by that whole key; a damaged one
+ * is dropped; clearing the disk tier removes them; none without a disk. */
+static void test_records(void) {
+  tpuc_client* c = new_client(g_dir);
+  TPUC_CHECK(c != NULL);
+  TPUC_CHECK_OK(tpuc_cache_clear(c, true));
+  static const char key[] = "graph A", data[] = "recipe of graph A";
+  bool stored = false;
+  TPUC_CHECK_OK(
+      tpuc_cache_record_put(c, key, sizeof key, data, sizeof data, &stored));
+  TPUC_CHECK(stored && count_entries(tpuc_cache_dir(c), ".tpr") == 1);
+  char* got = NULL;
+  size_t len = 0;
+  TPUC_CHECK_OK(tpuc_cache_record_get(c, key, sizeof key, &got, &len));
+  TPUC_CHECK(got != NULL && len == sizeof data && memcmp(got, data, len) == 0);
+  free(got);
+  TPUC_CHECK_OK(tpuc_cache_record_get(c, "graph B", 8, &got, &len));
+  TPUC_CHECK(got == NULL && len == 0);
+  /* A key that is a prefix of another is another key. */
+  TPUC_CHECK_OK(tpuc_cache_record_get(c, key, sizeof key - 1, &got, &len));
+  TPUC_CHECK(got == NULL);
+  /* Damaged: not returned, and removed. */
+  DIR* d = opendir(tpuc_cache_dir(c));
+  struct dirent* ent;
+  int damaged = 0;
+  while (d != NULL && (ent = readdir(d)) != NULL) {
+    size_t l = strlen(ent->d_name);
+    if (l <= 4 || strcmp(ent->d_name + l - 4, ".tpr") != 0) continue;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", tpuc_cache_dir(c), ent->d_name);
+    int fd = open(path, O_WRONLY);
+    damaged = fd >= 0 && pwrite(fd, "X", 1, 60) == 1;
+    if (fd >= 0) close(fd);
+  }
+  if (d != NULL) closedir(d);
+  TPUC_CHECK(damaged);
+  TPUC_CHECK_OK(tpuc_cache_record_get(c, key, sizeof key, &got, &len));
+  TPUC_CHECK(got == NULL);
+  TPUC_CHECK(count_entries(tpuc_cache_dir(c), ".tpr") == 0);
+  TPUC_CHECK_OK(
+      tpuc_cache_record_put(c, key, sizeof key, data, sizeof data, &stored));
+  TPUC_CHECK_OK(tpuc_cache_clear(c, true));
+  TPUC_CHECK(count_entries(tpuc_cache_dir(c), ".tpr") == 0);
+  tpuc_client_destroy(c);
+  /* No disk tier: nothing stored, nothing found. */
+  c = memory_only_client();
+  TPUC_CHECK(c != NULL);
+  TPUC_CHECK_OK(
+      tpuc_cache_record_put(c, key, sizeof key, data, sizeof data, &stored));
+  TPUC_CHECK(!stored);
+  TPUC_CHECK_OK(tpuc_cache_record_get(c, key, sizeof key, &got, &len));
+  TPUC_CHECK(got == NULL);
+  TPUC_CHECK_ERROR(tpuc_cache_record_get(c, key, sizeof key, NULL, &len),
+                   TPUC_INVALID_ARGUMENT, "NULL");
+  tpuc_client_destroy(c);
+}
+
 /* A client whose cache has no disk tier (NULL, said why, on failure). */
 static tpuc_client* memory_only_client(void) {
   tpuc_plugin* p = NULL;
@@ -373,6 +432,7 @@ int main(void) {
       TPUC_TEST(test_concurrent_requests_compile_once),
       TPUC_TEST(test_unwritable_folder_falls_back),
       TPUC_TEST(test_prefetch_loads_successors),
+      TPUC_TEST(test_records),
   };
   int rc = tpuc_test_run_all(__FILE__, cases, sizeof cases / sizeof cases[0]);
   char cmd[300];

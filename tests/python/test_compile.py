@@ -4,6 +4,7 @@ random numbers, graph breaks, fallbacks, recompiles, the disk cache)."""
 
 import copy
 import os
+import json
 import subprocess
 import sys
 import warnings
@@ -16,7 +17,12 @@ transformers = pytest.importorskip("transformers")
 
 
 @pytest.fixture(autouse=True)
-def _fresh_dynamo():
+def _fresh_dynamo(monkeypatch):
+    # These tests count captures in one process; a record of the same graph
+    # left in the disk cache by an earlier run would replace a capture.
+    # Records across processes are tested below (children with their own
+    # cache folder), and the model zoo runs with them on.
+    monkeypatch.setenv("TPUC_GRAPH_RECORDS", "0")
     torch._dynamo.reset()
     torch.tpu.compile_reset_stats()
     yield
@@ -337,7 +343,8 @@ def _compiled_train(model, kind, steps=3):
 
 
 @pytest.mark.parametrize("name", ["bert", "gpt2", "llama", "qwen3", "t5", "vit", "cnn"])
-def test_model_zoo_compiled_training(name):
+def test_model_zoo_compiled_training(name, monkeypatch):
+    monkeypatch.setenv("TPUC_GRAPH_RECORDS", "1")
     from test_eager_modes import _assert_states_close, _train_steps, _zoo_model
 
     model, kind = _zoo_model(name)
@@ -415,3 +422,160 @@ def test_a_new_process_loads_the_graph_from_the_disk_cache(tmp_path):
     assert first[:2] == ["1", "0"], first
     assert second[:2] == ["0", "1"], second  # loaded, not compiled
     assert first[2] == second[2]
+
+
+# A training step (forward + loss + backward with dropout, then AdamW, each
+# compiled) and an embedding graph whose index check fails on a bad id.
+_RECORD_CHILD = r'''
+import json, torch
+torch.manual_seed(0)
+m = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Dropout(0.1),
+                        torch.nn.Linear(32, 4)).to("tpu")
+opt = torch.optim.AdamW(m.parameters(), lr=1e-2)
+
+@torch.compile(backend="tpu")
+def step(x, y):
+    loss = torch.nn.functional.mse_loss(m(x), y * 0.5)
+    loss.backward()
+    return loss
+
+@torch.compile(backend="tpu")
+def update():
+    opt.step()
+    opt.zero_grad()
+
+g = torch.Generator().manual_seed(1)
+x = torch.randn(8, 16, generator=g).to("tpu")
+y = torch.randn(8, 4, generator=g).to("tpu")
+losses = []
+for _ in range(3):
+    losses.append(step(x, y).item())
+    update()
+emb = torch.nn.Embedding(10, 4).to("tpu")
+look = torch.compile(lambda i: emb(i) * 2, backend="tpu")
+ok = look(torch.tensor([1, 2, 3], device="tpu")).sum().item()
+try:
+    look(torch.tensor([1, 20, 3], device="tpu")).cpu()
+    bad = "no error"
+except IndexError:
+    bad = "IndexError"
+s = torch.tpu.compile_stats()
+print(json.dumps({"losses": losses, "weight": m[0].weight.sum().item(), "ok": ok,
+                  "bad": bad, "rng": torch.randn(1, device="tpu").item(),
+                  **{k: s[k] for k in ("captures", "records_saved", "records_loaded",
+                                       "eager_graphs")}}))
+'''
+
+
+def _record_run(env):
+    r = subprocess.run([sys.executable, "-c", _RECORD_CHILD], env=env, capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def test_a_new_process_replays_recorded_graphs_without_capturing(tmp_path):
+    env = dict(os.environ, TPUC_CACHE_DIR=str(tmp_path), TPUC_GRAPH_RECORDS="1")
+    first = _record_run(env)
+    assert first["captures"] == 4 and first["records_saved"] == 4, first
+    second = _record_run(env)
+    # Every graph (forward, backward, optimizer, embedding) comes from its
+    # record: no capture, the same values, the same generator state after.
+    assert second["captures"] == 0 and second["records_loaded"] == 4, second
+    for k in ("losses", "weight", "ok", "bad", "rng"):
+        assert first[k] == second[k], (k, first, second)
+    assert first["bad"] == "IndexError"
+    # A corrupt record is ignored: the graph is captured again, rightly.
+    recs = list(tmp_path.rglob("*.tpr"))
+    assert len(recs) == 4, recs
+    for p in recs:
+        data = p.read_bytes()
+        p.write_bytes(data[: len(data) // 2] + bytes(len(data) - len(data) // 2))
+    third = _record_run(env)
+    assert third["captures"] == 4 and third["records_loaded"] == 0, third
+    assert third["losses"] == first["losses"] and third["weight"] == first["weight"]
+    # Off: nothing is recorded or loaded.
+    off = _record_run(dict(env, TPUC_GRAPH_RECORDS="0"))
+    assert off["captures"] == 4 and off["records_loaded"] == 0 and off["records_saved"] == 0, off
+
+
+_RECORD_GPT2_CHILD = r'''
+import json, torch, transformers
+torch.manual_seed(0)
+cfg = transformers.GPT2Config(vocab_size=64, n_embd=32, n_layer=2, n_head=2, n_positions=16)
+model = transformers.GPT2LMHeadModel(cfg).to("tpu").train()
+opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+cm = torch.compile(model, backend="tpu")
+
+@torch.compile(backend="tpu")
+def update():
+    opt.step()
+    opt.zero_grad()
+
+ids = torch.randint(0, 64, (2, 8), generator=torch.Generator().manual_seed(1)).to("tpu")
+losses = []
+for _ in range(2):
+    loss = cm(input_ids=ids, labels=ids).loss
+    loss.backward()
+    update()
+    losses.append(loss.item())
+s = torch.tpu.compile_stats()
+print(json.dumps({"losses": losses,
+                  "params": [p.sum().item() for p in model.parameters()][:6],
+                  **{k: s[k] for k in ("captures", "records_saved", "records_loaded",
+                                       "eager_graphs")}}))
+'''
+
+
+def test_recorded_gpt2_training_graphs_replay_in_a_new_process(tmp_path):
+    # AOTAutograd's forward and backward graphs of a Hugging Face model and
+    # the optimizer's graph are keyed the same in every process.
+    env = dict(os.environ, TPUC_CACHE_DIR=str(tmp_path), TPUC_GRAPH_RECORDS="1")
+    runs = []
+    for _ in range(2):
+        r = subprocess.run([sys.executable, "-c", _RECORD_GPT2_CHILD], env=env,
+                           capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0, r.stderr
+        runs.append(json.loads(r.stdout.strip().splitlines()[-1]))
+    first, second = runs
+    # Two forward and two backward graphs (GPT-2's forward has a graph
+    # break on every device) and the optimizer's, each recorded.
+    assert first["captures"] == first["records_saved"] >= 3, first
+    assert second["captures"] == 0 and second["records_loaded"] == first["records_saved"], second
+    assert first["losses"] == second["losses"] and first["params"] == second["params"]
+    assert second["eager_graphs"] == 0
+
+
+def test_compiled_autograd_step_matches_eager(monkeypatch):
+    # Compiled autograd hands the backend a graph whose one input is a list
+    # of tensors; its items are the program's inputs.
+    monkeypatch.setattr(torch._dynamo.config, "compiled_autograd", True)
+
+    def run(dev, compiled):
+        torch.manual_seed(0)
+        m = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(),
+                                torch.nn.Linear(16, 1)).to(dev)
+        opt = torch.optim.AdamW(m.parameters(), lr=0.1)
+        x = torch.randn(4, 8, generator=torch.Generator().manual_seed(3)).to(dev)
+
+        def step():
+            loss = m(x).pow(2).mean()
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            return loss
+
+        f = torch.compile(step, backend="tpu") if compiled else step
+        losses = [f().item() for _ in range(4)]
+        return losses, {k: v.cpu() for k, v in m.state_dict().items()}
+
+    cpu_losses, cpu_state = run("cpu", False)
+    torch.tpu.compile_reset_stats()
+    losses, state = run("tpu", True)
+    st = stats()
+    assert st["eager_graphs"] == 0 and st["split_graphs"] == 0, st
+    assert st["captures"] == 3 and st["replays"] == 9, st  # 3 programs a step
+    torch.testing.assert_close(torch.tensor(losses), torch.tensor(cpu_losses),
+                               atol=1e-5, rtol=1e-4)
+    for k in cpu_state:
+        torch.testing.assert_close(state[k], cpu_state[k], atol=1e-4, rtol=1e-4)
