@@ -179,6 +179,98 @@ def bench_model(name, rounds, warmup):
     return out
 
 
+def host_breakdown(calls=300, rounds=5):
+    """Where a compiled tiny-model forward's host time goes (no_grad, calls
+    pipelined, timing on so each replay's execution is measured): tpuc's
+    replay (the graph_replay call less the plugin's execution), tpuc's
+    Python around it (the backend's graph call less graph_replay), the rest
+    (Dynamo, transformers' wrappers), and the floor any Dynamo backend pays
+    for this model with no device work beside it (the same model compiled
+    with a backend that returns its first outputs)."""
+    from tpuc import _C
+    from tpuc import compile as tpuc_compile
+
+    cpu_model, seq = build("tiny")
+    model = copy.deepcopy(cpu_model).to("tpu").eval()
+    ids = ids_for(seq).to("tpu")
+    compiled = torch.compile(model, backend="tpu")
+
+    def noop_backend(gm, example_inputs):
+        kept = []
+
+        def run(*args):
+            if not kept:
+                kept.append(gm(*args))
+            return kept[0]
+
+        return run
+
+    floor_model = torch.compile(copy.deepcopy(cpu_model).to("tpu").eval(), backend=noop_backend)
+    replay = _C.graph_replay
+    graph_call = tpuc_compile._Graph.__call__
+    spent = [0.0, 0, 0.0]
+
+    def timed_replay(graph, tensors):
+        t = time.perf_counter()
+        out = replay(graph, tensors)
+        spent[0] += time.perf_counter() - t
+        spent[1] += 1
+        return out
+
+    def timed_call(self, *args):
+        t = time.perf_counter()
+        out = graph_call(self, *args)
+        spent[2] += time.perf_counter() - t
+        return out
+
+    rows = []
+    with torch.no_grad():
+        for _ in range(5):
+            compiled(input_ids=ids)
+            floor_model(input_ids=ids)
+        torch.tpu.synchronize()
+        _C.graph_set_timing(True)
+        _C.graph_replay = timed_replay
+        tpuc_compile._C.graph_replay = timed_replay
+        tpuc_compile._Graph.__call__ = timed_call
+        try:
+            for _ in range(rounds):
+                spent[:] = [0.0, 0, 0.0]
+                before = torch.tpu.compile_stats()
+                t = time.perf_counter()
+                for _ in range(calls):
+                    out = compiled(input_ids=ids)
+                out.logits.cpu()
+                wall = (time.perf_counter() - t) / calls
+                after = torch.tpu.compile_stats()
+                execute = (after["execute_seconds"] - before["execute_seconds"]) / max(
+                    after["replays"] - before["replays"], 1)
+                t = time.perf_counter()
+                for _ in range(calls):
+                    floor_model(input_ids=ids)
+                floor = (time.perf_counter() - t) / calls
+                per_replay = spent[0] / max(spent[1], 1)
+                rows.append({"call_us": wall * 1e6, "graph_replay_us": per_replay * 1e6,
+                             "graph_call_us": spent[2] / calls * 1e6,
+                             "plugin_execute_us": execute * 1e6,
+                             "dynamo_floor_us": floor * 1e6})
+        finally:
+            _C.graph_replay = replay
+            tpuc_compile._C.graph_replay = replay
+            tpuc_compile._Graph.__call__ = graph_call
+            _C.graph_set_timing(False)
+    med = {k: statistics.median(r[k] for r in rows) for k in rows[0]}
+    med["tpuc_replay_us"] = statistics.median(r["graph_replay_us"] - r["plugin_execute_us"]
+                                              for r in rows)
+    med["tpuc_python_us"] = statistics.median(r["graph_call_us"] - r["graph_replay_us"]
+                                              for r in rows)
+    med["tpuc_host_us"] = med["tpuc_replay_us"] + med["tpuc_python_us"]
+    med["outside_backend_us"] = statistics.median(r["call_us"] - r["graph_call_us"] for r in rows)
+    med["host_over_execute_us"] = med["call_us"] - med["plugin_execute_us"]
+    med["calls"], med["rounds"] = calls, rounds
+    return med
+
+
 def first_call_child(name):
     """Child process: the first compiled training step, then a steady one."""
     cpu_model, seq = build(name)
@@ -334,6 +426,12 @@ def main():
             entry = {"error": f"{type(e).__name__}: {e}"[:500]}
         report["models"][name] = entry
         torch._dynamo.reset()
+    if "tiny" in models:
+        try:
+            report["tiny_host_breakdown"] = host_breakdown()
+        except Exception as e:
+            traceback.print_exc()
+            report["tiny_host_breakdown"] = {"error": f"{type(e).__name__}: {e}"[:500]}
     if not args.no_generate:
         try:
             report["generate"] = bench_generate(32)

@@ -46,6 +46,8 @@ import warnings
 
 import torch
 
+from . import _C  # noqa: E402  (loaded by tpuc before this module)
+
 _lock = threading.Lock()
 _stats = {
     "graphs": 0,  # FX graphs handed to the backend (forward, backward, ...)
@@ -203,21 +205,26 @@ class _Graph:
         elif len(flat) != self._flat_len:  # a list input of another length
             _count("eager_calls")
             return self.gm(*args)
-        tensors = [flat[i] for i in self.tpos]
+        if self.spos:
+            tensors = [flat[i] for i in self.tpos]
+            scalars = tuple(flat[i] for i in self.spos)
+        else:  # every argument a tensor (the usual case): no copy
+            tensors = flat
+            scalars = ()
         if self.attrs:
-            tensors += self.attrs
-        scalars = tuple(flat[i] for i in self.spos) if self.spos else ()
-        from . import _C
-
+            tensors = list(tensors) + self.attrs
+        replay = _C.graph_replay
         for graph, sc, template in self.variants:
             if sc != scalars:
                 continue
-            out = _C.graph_replay(graph, tensors)
+            out = replay(graph, tensors)
             if out is None:
                 continue
             if out is False:  # an argument check: the CPU decides
                 _count("eager_calls")
                 return self.gm(*args)
+            if template[1] is None:  # every output a new tensor
+                return tuple(out) if template[0] is tuple else out
             return self._assemble(template, out, flat)
         loaded = self._load(args, flat, tensors, scalars)
         if loaded is not None:
@@ -258,8 +265,8 @@ class _Graph:
         graph, extra = found
         try:
             t = json.loads(extra.decode())
-            template = (tuple if t["kind"] == "tuple" else list,
-                        [tuple(x) for x in t["slots"]], list(t["consts"]))
+            template = self._template(tuple if t["kind"] == "tuple" else list,
+                                      [tuple(x) for x in t["slots"]], list(t["consts"]))
         except (ValueError, KeyError, TypeError):
             return None
         out = _C.graph_replay(graph, tensors)
@@ -295,8 +302,24 @@ class _Graph:
         _C.graph_save(graph, key, extra.encode())
 
     @staticmethod
-    def _assemble(template, out, args):
+    def _template(kind, slots, consts):
+        """An output template; its slots are None when every output is a
+        new tensor of the replay, in order (nothing to assemble)."""
+        if all(src is None for _, src in slots) and all(c is None for c in consts) \
+                and [pos for pos, _ in slots] == list(range(len(consts))):
+            return (kind, None, consts)
+        return (kind, slots, consts)
+
+    @staticmethod
+    def _full(template):
         kind, slots, consts = template
+        if slots is None:
+            slots = [(pos, None) for pos in range(len(consts))]
+        return (kind, slots, consts)
+
+    @staticmethod
+    def _assemble(template, out, args):
+        kind, slots, consts = _Graph._full(template)
         res = list(consts)
         k = 0
         for pos, src in slots:
@@ -362,9 +385,9 @@ class _Graph:
             if probe.culprit is not None and self._split_at(probe.culprit, why):
                 return out
             return self._eager_after(out, why)
-        template = (type(out), slots, consts)
+        template = self._template(type(out), slots, consts)
         self._add_variant(graph, scalars, template, flat)
-        self._save(graph, tensors, scalars, template)
+        self._save(graph, tensors, scalars, (type(out), slots, consts))
         return out
 
     def _eager_after(self, out, reason):
