@@ -365,8 +365,14 @@ def print_table(report):
                   f"{w['capture_runs_seconds'] * 1e3:.0f}), steady {w['steady_ms']:.1f} ms "
                   f"(warm / (steady + load) {w['vs_steady_plus_load']:.2f}, "
                   f"without Dynamo {w['tpuc_vs_steady_plus_load']:.2f})")
+    h = report.get("tiny_host_breakdown")
+    if h and "error" not in h:
+        print(f"tiny forward, host per call: tpuc {h['tpuc_host_us']:.1f} us (replay "
+              f"{h['tpuc_replay_us']:.1f}, Python {h['tpuc_python_us']:.1f}), outside the backend "
+              f"{h['outside_backend_us']:.1f} us (a no-op backend's floor, idle device: "
+              f"{h['dynamo_floor_us']:.1f} us), plugin execute {h['plugin_execute_us']:.1f} us")
     g = report.get("generate")
-    if g and "error" not in g:
+    if isinstance(g, dict) and "error" not in g:
         print(f"static-cache generate, GPT-2 2-layer: compiled {g['compiled']['tokens_per_s']:.1f} "
               f"tok/s, eager fused {g['eager_fused']['tokens_per_s']:.1f} tok/s "
               f"({g['speedup']:.2f}x, same tokens: {g['same_tokens']})")

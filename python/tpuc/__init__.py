@@ -66,6 +66,8 @@ def _load():
     # torch.autocast("tpu") without a dtype: bfloat16, the TPU's native
     # reduced precision (CUDA's default is float16).
     torch.set_autocast_dtype("tpu", torch.bfloat16)
+    # print(tensor): one host copy, formatted there.
+    _device._install_printing()
     # torch.compile(model) with no backend: graphs on tpu go to the tpu
     # backend (Inductor has no tpu code generator).
     from . import compile as _compile

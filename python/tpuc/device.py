@@ -486,3 +486,30 @@ def compile_reset_stats():
     from . import compile as _compile
 
     _compile.reset_stats()
+
+
+# Printing: PyTorch formats a tensor's values where they live, reading them
+# element by element (each read a device-to-host copy and, the first time
+# a shape is seen, a compiled program on tpu). A tpu tensor up to this size
+# is copied to the host once and formatted there, as the CPU formats it.
+PRINT_COPY_MAX_BYTES = 64 << 20
+
+
+def _install_printing():
+    import torch
+    import torch._tensor_str as tensor_str
+
+    original = tensor_str._tensor_str
+    if getattr(original, "_tpuc", False):
+        return
+
+    def _tensor_str(self, indent):
+        if (self.device.type == "tpu" and not self.is_quantized and self.layout == torch.strided
+                and self.numel() * self.element_size() <= PRINT_COPY_MAX_BYTES):
+            with torch.no_grad():
+                self = self.detach().to("cpu")
+        return original(self, indent)
+
+    _tensor_str._tpuc = True
+    _tensor_str._original = original
+    tensor_str._tensor_str = _tensor_str

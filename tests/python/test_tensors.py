@@ -97,6 +97,30 @@ def test_zero_size_and_scalar():
     assert "device='tpu:0'" in repr(torch.ones(2, device="tpu"))
 
 
+@pytest.mark.parametrize("make", [
+    lambda: torch.arange(12.).reshape(3, 4) / 7,
+    lambda: torch.randn(3000, generator=torch.Generator().manual_seed(0)),  # summarized
+    lambda: torch.randn(40, 50, generator=torch.Generator().manual_seed(1)).to(torch.bfloat16),
+    lambda: torch.tensor([[1, -2], [3, 4]], dtype=torch.int64),
+    lambda: torch.tensor([True, False]),
+    lambda: torch.tensor([1 + 2j, -0.5j]),
+    lambda: torch.tensor([0.5, 1.0, 1e-8, float("inf"), float("nan")]),
+    lambda: torch.tensor(2.5),
+])
+def test_printing_is_pytorchs_own(make, monkeypatch):
+    # tpuc formats a tpu tensor's values from one host copy; the text is
+    # what PyTorch's own formatter prints reading them on the device.
+    import torch._tensor_str as tensor_str
+
+    t = make().to("tpu")
+    views = [t, (t * 2)[..., :1] if t.dim() > 0 else t * 2]
+    fast = [repr(v) for v in views]
+    monkeypatch.setattr(tensor_str, "_tensor_str", tensor_str._tensor_str._original)
+    slow = [repr(v) for v in views]
+    assert fast == slow
+    assert all("device='tpu:0'" in f for f in fast)
+
+
 def test_non_blocking_copy_and_second_device():
     x = torch.randn(16)
     t = x.to("tpu", non_blocking=True)
