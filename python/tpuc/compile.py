@@ -37,6 +37,7 @@ broke at its end, or every op broke it) runs through the eager kernels on
 every call; ``torch.tpu.compile_stats()`` counts both and says why.
 """
 
+import hashlib
 import importlib.abc
 import json
 import os
@@ -251,8 +252,6 @@ class _Graph:
         """Replays a graph recorded by an earlier process, or None."""
         if not _records_enabled() or len(self.variants) >= MAX_SIGNATURES:
             return None
-        from . import _C
-
         devices = {t.device for t in tensors}
         if len(devices) != 1 or next(iter(devices)).type != "tpu":
             return None
@@ -297,8 +296,6 @@ class _Graph:
         kind, slots, consts = template
         extra = json.dumps({"kind": "tuple" if kind is tuple else "list",
                             "slots": slots, "consts": consts})
-        from . import _C
-
         _C.graph_save(graph, key, extra.encode())
 
     @staticmethod
@@ -460,8 +457,6 @@ def _build_stamp():
     (new lowerings) or another torch never reads an older record."""
     global _build
     if _build is None:
-        from . import _C
-
         st = os.stat(_C.__file__)
         _build = f"{_C.__file__}:{st.st_size}:{st.st_mtime_ns}:{torch.__version__}"
     return _build
@@ -497,7 +492,8 @@ def _record_base(gm):
                 if obj.is_sparse or obj.numel() * obj.element_size() > _MAX_KEYED_CONSTANT:
                     return None
                 data = obj.detach().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
-                parts.append(f"{node.target}:{obj.dtype}:{tuple(obj.shape)}:{data.hex()}")
+                digest = hashlib.sha256(data).hexdigest()
+                parts.append(f"{node.target}:{obj.dtype}:{tuple(obj.shape)}:{digest}")
             elif obj.device.type != "tpu":
                 return None
     return "\n".join(parts).encode()
