@@ -152,9 +152,7 @@ class _Graph:
         for node in gm.graph.nodes:
             if node.op != "get_attr":
                 continue
-            obj = gm
-            for part in node.target.split("."):
-                obj = getattr(obj, part, None)
+            obj = _attr(gm, node.target)
             if not isinstance(obj, torch.Tensor):
                 continue
             if obj.device.type == "tpu":
@@ -445,6 +443,13 @@ class _Graph:
         return True
 
 
+def _attr(mod, target):
+    """The object a get_attr node's dotted target names (None if absent)."""
+    for part in target.split("."):
+        mod = getattr(mod, part, None)
+    return mod
+
+
 def _records_enabled():
     return os.environ.get("TPUC_GRAPH_RECORDS", "1") != "0"
 
@@ -479,9 +484,7 @@ def _record_base(gm):
         for node in mod.graph.nodes:
             if node.op != "get_attr":
                 continue
-            obj = mod
-            for part in node.target.split("."):
-                obj = getattr(obj, part, None)
+            obj = _attr(mod, node.target)
             if isinstance(obj, torch.fx.GraphModule):
                 continue
             if not isinstance(obj, torch.Tensor):

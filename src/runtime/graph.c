@@ -208,6 +208,18 @@ void graph_free(tpuc_graph* g) {
   free(g);
 }
 
+void graph_input_of(const tpuc_view* v, long alias_of, tpuc_dtype value_dtype,
+                    g_input* out) {
+  out->dtype = v->dtype;
+  out->rank = v->rank;
+  memcpy(out->sizes, v->sizes, sizeof(int64_t) * (size_t)v->rank);
+  memcpy(out->strides, v->strides, sizeof(int64_t) * (size_t)v->rank);
+  out->offset = v->offset;
+  out->nbytes = tpuc_storage_nbytes(v->storage);
+  out->alias_of = alias_of;
+  out->value_dtype = alias_of < 0 ? value_dtype : (tpuc_dtype)0;
+}
+
 /* Builds the graph from a finished capture; NULL with `why` when it cannot
  * be replayed. Takes the capture's text and executable. */
 static tpuc_status* build_graph(fz_captured* c, const tpuc_view* outputs,
@@ -253,18 +265,11 @@ static tpuc_status* build_graph(fz_captured* c, const tpuc_view* outputs,
     graph_free(g);
     return oom();
   }
-  for (size_t i = 0; i < g->nin; i++) {
-    const tpuc_view* v = &t_cap.in[i];
-    g_input* gi = &g->in[i];
-    gi->dtype = v->dtype;
-    gi->rank = v->rank;
-    memcpy(gi->sizes, v->sizes, sizeof(int64_t) * (size_t)v->rank);
-    memcpy(gi->strides, v->strides, sizeof(int64_t) * (size_t)v->rank);
-    gi->offset = v->offset;
-    gi->nbytes = tpuc_storage_nbytes(v->storage);
-    gi->alias_of = t_cap.alias_of[i];
-    if (gi->alias_of < 0) gi->value_dtype = tpuc_buffer_dtype(t_cap.begin[i]);
-  }
+  for (size_t i = 0; i < g->nin; i++)
+    graph_input_of(&t_cap.in[i], t_cap.alias_of[i],
+                   t_cap.alias_of[i] < 0 ? tpuc_buffer_dtype(t_cap.begin[i])
+                                         : TPUC_DTYPE_INVALID,
+                   &g->in[i]);
   const char* unreplayable = NULL;
   for (size_t p = 0; p < g->nparams; p++) {
     g_param* gp = &g->params[p];

@@ -91,6 +91,12 @@ struct tpuc_graph {
   size_t nvar;
 };
 
+/* An input's signature: view `v`, the first input before it with its
+ * storage (or -1), and the element type its storage's value is kept in
+ * (read only when alias_of < 0). */
+void graph_input_of(const tpuc_view* v, long alias_of, tpuc_dtype value_dtype,
+                    g_input* out);
+
 /* Frees a graph whose references are gone (or that was never handed out). */
 void graph_free(tpuc_graph* g);
 

@@ -442,19 +442,13 @@ tpuc_status* tpuc_graph_load(tpuc_client* client, int device, const char* key,
   if (sig == NULL)
     return tpuc_status_make(TPUC_RESOURCE_EXHAUSTED, "out of host memory");
   for (size_t i = 0; i < nin; i++) {
-    const tpuc_view* v = &inputs[i];
-    g_input* gi = &sig[i];
-    gi->dtype = v->dtype;
-    gi->rank = v->rank;
-    memcpy(gi->sizes, v->sizes, sizeof(int64_t) * (size_t)v->rank);
-    memcpy(gi->strides, v->strides, sizeof(int64_t) * (size_t)v->rank);
-    gi->offset = v->offset;
-    gi->nbytes = tpuc_storage_nbytes(v->storage);
-    gi->alias_of = -1;
-    for (size_t j = 0; j < i && gi->alias_of < 0; j++)
-      if (inputs[j].storage == v->storage) gi->alias_of = (long)j;
-    if (gi->alias_of < 0)
-      gi->value_dtype = tpuc_storage_value_dtype(v->storage);
+    long alias_of = -1;
+    for (size_t j = 0; j < i && alias_of < 0; j++)
+      if (inputs[j].storage == inputs[i].storage) alias_of = (long)j;
+    graph_input_of(&inputs[i], alias_of,
+                   alias_of < 0 ? tpuc_storage_value_dtype(inputs[i].storage)
+                                : TPUC_DTYPE_INVALID,
+                   &sig[i]);
   }
   hlo_sb k = {0};
   key_begin(&k, key, key_len);
