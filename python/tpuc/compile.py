@@ -450,6 +450,25 @@ def _attr(mod, target):
     return mod
 
 
+# Op namespaces whose ops are PyTorch's own (a record keys a graph by its
+# code, which names ops, not their implementations: a custom op or a user
+# function allowed in the graph may change between processes).
+_BUILTIN_OP_NAMESPACES = frozenset(("aten", "prims", "_c10d_functional", "c10d_functional",
+                                    "_c10d_functional_autograd", "higher_order"))
+_BUILTIN_MODULES = ("torch", "_operator", "operator", "math", "builtins")
+
+
+def _builtin_target(target):
+    if isinstance(target, torch._ops.OpOverload):
+        return target.namespace in _BUILTIN_OP_NAMESPACES
+    if isinstance(target, torch._ops.OpOverloadPacket):
+        return target._qualified_op_name.split("::")[0] in _BUILTIN_OP_NAMESPACES
+    if isinstance(target, torch._ops.HigherOrderOperator):
+        return True
+    module = getattr(target, "__module__", None) or ""
+    return module.split(".")[0] in _BUILTIN_MODULES
+
+
 def _records_enabled():
     return os.environ.get("TPUC_GRAPH_RECORDS", "1") != "0"
 
@@ -475,13 +494,15 @@ def _record_base(gm):
     and of every graph module it calls, and the values of the CPU tensors
     it holds; None when the graph reads something a record cannot key (a
     module that is not an FX graph, a CPU tensor over 1 MiB, another
-    object held as an attribute)."""
+    object held as an attribute, a function or op that is not PyTorch's)."""
     parts = [_build_stamp()]
     for name, mod in sorted(gm.named_modules(), key=lambda m: m[0]):
         if not isinstance(mod, torch.fx.GraphModule):
             return None
         parts.append(f"[{name}]\n{mod.code}")
         for node in mod.graph.nodes:
+            if node.op == "call_function" and not _builtin_target(node.target):
+                return None
             if node.op != "get_attr":
                 continue
             obj = _attr(mod, node.target)

@@ -579,3 +579,24 @@ def test_compiled_autograd_step_matches_eager(monkeypatch):
                                atol=1e-5, rtol=1e-4)
     for k in cpu_state:
         torch.testing.assert_close(state[k], cpu_state[k], atol=1e-4, rtol=1e-4)
+
+
+@torch.library.custom_op("tpuc_test::twice", mutates_args=())
+def _twice(x: torch.Tensor) -> torch.Tensor:
+    return x * 2
+
+
+@_twice.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+
+def test_a_graph_with_a_custom_op_is_not_recorded(monkeypatch):
+    # A record names ops, not their implementations: a custom op's may
+    # change between processes, so its graph is captured in each.
+    monkeypatch.setenv("TPUC_GRAPH_RECORDS", "1")
+    f = torch.compile(lambda a: torch.ops.tpuc_test.twice(a) + 1, backend="tpu")
+    y = f(torch.ones(3, device="tpu"))
+    torch.testing.assert_close(y.cpu(), torch.full((3,), 3.0))
+    st = stats()
+    assert st["captures"] == 1 and st["records_saved"] == 0 and st["records_loaded"] == 0, st
