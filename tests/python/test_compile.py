@@ -546,10 +546,11 @@ def test_recorded_gpt2_training_graphs_replay_in_a_new_process(tmp_path):
     assert second["eager_graphs"] == 0
 
 
-def test_compiled_autograd_step_matches_eager(monkeypatch):
+def test_compiled_autograd_step_matches_eager():
     # Compiled autograd hands the backend a graph whose one input is a list
-    # of tensors; its items are the program's inputs.
-    monkeypatch.setattr(torch._dynamo.config, "compiled_autograd", True)
+    # of tensors; its items are the program's inputs. (Dynamo's config is
+    # patched with its own context manager: pytest's monkeypatch deletes a
+    # config entry when it restores it.)
 
     def run(dev, compiled):
         torch.manual_seed(0)
@@ -569,9 +570,10 @@ def test_compiled_autograd_step_matches_eager(monkeypatch):
         losses = [f().item() for _ in range(4)]
         return losses, {k: v.cpu() for k, v in m.state_dict().items()}
 
-    cpu_losses, cpu_state = run("cpu", False)
-    torch.tpu.compile_reset_stats()
-    losses, state = run("tpu", True)
+    with torch._dynamo.config.patch(compiled_autograd=True):
+        cpu_losses, cpu_state = run("cpu", False)
+        torch.tpu.compile_reset_stats()
+        losses, state = run("tpu", True)
     st = stats()
     assert st["eager_graphs"] == 0 and st["split_graphs"] == 0, st
     assert st["captures"] == 3 and st["replays"] == 9, st  # 3 programs a step
