@@ -114,9 +114,10 @@ void tpuc_graph_release(tpuc_graph* g);
  * types their values are kept in, aliasing). `extra` is kept with it for
  * the caller.
  *
- * Save: *saved is false (and nothing is written) for a graph that holds a
- * constant value of the capture (a host-computed value, which a record
- * cannot carry) or when the cache has no disk tier. */
+ * Constants of the capture (scalar arguments, tensors made from host data)
+ * are kept by value. Save: *saved is false (and nothing is written) for a
+ * graph whose constants exceed 16 MiB, when the cache has no disk tier, or
+ * when the write fails. */
 tpuc_status* tpuc_graph_save(const tpuc_graph* g, const char* key,
                              size_t key_len, const void* extra,
                              size_t extra_len, bool* saved);

@@ -470,6 +470,12 @@ static size_t disk_store(tpuc_cache* k, tpuc_fingerprint fp, const char* key,
  * with magic "TPUCREC1"; the whole key is compared on every read. */
 #define RECORD_MAGIC "TPUCREC1"
 
+static void record_path(tpuc_cache* k, const char* key, size_t key_len,
+                        char* out, size_t cap) {
+  tpuc_fingerprint zero = {0, 0};
+  entry_path(k, tpuc_fingerprint_bytes(zero, key, key_len), ".tpr", out, cap);
+}
+
 tpuc_status* tpuc_cache_record_put(tpuc_client* c, const char* key,
                                    size_t key_len, const void* data, size_t len,
                                    bool* stored) {
@@ -480,10 +486,8 @@ tpuc_status* tpuc_cache_record_put(tpuc_client* c, const char* key,
   *stored = false;
   tpuc_cache* k = cache_of(c);
   if (k == NULL || k->dir == NULL) return NULL; /* no disk tier */
-  tpuc_fingerprint zero = {0, 0};
   char path[4200];
-  entry_path(k, tpuc_fingerprint_bytes(zero, key, key_len), ".tpr", path,
-             sizeof path);
+  record_path(k, key, key_len, path, sizeof path);
   size_t n = write_entry(path, RECORD_MAGIC, key, key_len, data, len);
   *stored = n > 0;
   if (n > 0) {
@@ -503,10 +507,8 @@ tpuc_status* tpuc_cache_record_get(tpuc_client* c, const char* key,
   *len = 0;
   tpuc_cache* k = cache_of(c);
   if (k == NULL || k->dir == NULL) return NULL;
-  tpuc_fingerprint zero = {0, 0};
   char path[4200];
-  entry_path(k, tpuc_fingerprint_bytes(zero, key, key_len), ".tpr", path,
-             sizeof path);
+  record_path(k, key, key_len, path, sizeof path);
   char* raw = NULL;
   size_t n = 0;
   if (!read_file(path, &raw, &n)) return NULL;

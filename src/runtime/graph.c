@@ -94,9 +94,7 @@ static tpuc_status* check_inputs(tpuc_client* client, int device,
   for (size_t i = 0; i < nin; i++) {
     if (in[i].storage == NULL)
       return tpuc_status_make(TPUC_INVALID_ARGUMENT,
-                              "graph input %zu has "
-                              "no storage",
-                              i);
+                              "graph input %zu has no storage", i);
     if (tpuc_storage_client(in[i].storage) != client ||
         tpuc_storage_device(in[i].storage) != device)
       return tpuc_status_make(TPUC_INVALID_ARGUMENT,

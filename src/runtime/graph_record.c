@@ -467,50 +467,36 @@ tpuc_status* tpuc_graph_load(tpuc_client* client, int device, const char* key,
   size_t exlen = 0;
   bool oom = false;
   tpuc_graph* g = parse(data, len, client, device, &ex, &exlen, &oom, &st);
-  if (g != NULL) {
+  bool ok =
+      st == NULL && !oom && g != NULL && tpuc_graph_matches(g, inputs, nin);
+  /* The program, as the capture compiled it (no donation). */
+  if (ok) {
+    g->var[0].mask = calloc(g->ncand + 1, sizeof *g->var[0].mask);
+    oom = g->var[0].mask == NULL;
+  }
+  if (ok && !oom) {
+    g->nvar = 1;
+    tpuc_cache_source src = TPUC_CACHE_COMPILED;
+    double t0 = tpuc_now_seconds();
+    st = tpuc_compile(client, g->text, g->len, NULL, &g->var[0].exe, &src);
+    if (st == NULL) graph_count_program((int)src, tpuc_now_seconds() - t0);
+  }
+  if (ok && !oom && st == NULL) {
     *extra = malloc(exlen + 1);
-    if (*extra == NULL) {
-      oom = true;
-    } else {
-      if (exlen > 0) memcpy(*extra, ex, exlen);
-      *extra_len = exlen;
-    }
+    oom = *extra == NULL;
+    if (!oom && exlen > 0) memcpy(*extra, ex, exlen);
+    *extra_len = oom ? 0 : exlen;
   }
   free(data);
-  if (st != NULL) return st;
-  if (oom) {
-    if (g != NULL) graph_free(g);
-    free(*extra);
-    *extra = NULL;
-    return tpuc_status_make(TPUC_RESOURCE_EXHAUSTED, "out of host memory");
-  }
-  if (g == NULL || !tpuc_graph_matches(g, inputs, nin)) {
-    if (g != NULL) graph_free(g);
-    free(*extra);
-    *extra = NULL;
-    *extra_len = 0;
-    return NULL;
-  }
-  /* The program, as the capture compiled it (no donation). */
-  g->var[0].mask = calloc(g->ncand + 1, sizeof *g->var[0].mask);
-  if (g->var[0].mask == NULL) {
-    graph_free(g);
-    free(*extra);
-    *extra = NULL;
-    return tpuc_status_make(TPUC_RESOURCE_EXHAUSTED, "out of host memory");
-  }
-  g->nvar = 1; /* its executable follows */
-  tpuc_cache_source src = TPUC_CACHE_COMPILED;
-  double t0 = tpuc_now_seconds();
-  st = tpuc_compile(client, g->text, g->len, NULL, &g->var[0].exe, &src);
-  if (st != NULL) {
+  if (st == NULL && oom)
+    st = tpuc_status_make(TPUC_RESOURCE_EXHAUSTED, "out of host memory");
+  if (!ok || st != NULL) {
     graph_free(g);
     free(*extra);
     *extra = NULL;
     *extra_len = 0;
     return st;
   }
-  graph_count_program((int)src, tpuc_now_seconds() - t0);
   graph_count_record(true);
   *out = g;
   return NULL;
