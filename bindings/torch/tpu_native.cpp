@@ -355,8 +355,9 @@ void native_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     if (ok)
       ok = marshal(v, schema_args[i].real_type(), &args[i], &device, &keep);
   }
-  // Written arguments are the op's returns (add_, add.out: results 0..),
-  // or, for ops that also mutate arguments they do not return
+  // Written arguments are the op's returns (add_, add.out: results 0..;
+  // _amp_update_scale_ returns the first of the two it writes), or, for
+  // ops that also mutate arguments they do not return
   // (_native_batch_norm_legit's running stats), extra results after the
   // returns, written in place.
   size_t nreturns = schema.returns().size();
@@ -366,7 +367,11 @@ void native_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   size_t base = 0;
   if (ok && !written.empty()) {
     if (returns_alias) {
-      ok = written.size() == nreturns;
+      // Return k must be written argument k (the same alias set).
+      ok = written.size() >= nreturns;
+      for (size_t k = 0; ok && k < nreturns; k++)
+        ok = schema.returns()[k].alias_info()->beforeSets() ==
+             schema_args[written[k]].alias_info()->beforeSets();
     } else {
       base = nreturns;
       for (size_t i : written) ok &= !is_out[i];
@@ -489,7 +494,7 @@ void native_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
         throw;
       }
     }
-    if (base == 0) torch::jit::push(*stack, t);
+    if (base == 0 && k < nreturns) torch::jit::push(*stack, t);
   }
 }
 
@@ -598,6 +603,65 @@ void fused_adam_kernel(const c10::OperatorHandle& op,
   torch::jit::drop(*stack, nargs);
 }
 
+// GradScaler's _amp_foreach_non_finite_check_and_unscale_(grads,
+// found_inf, inv_scale): one tpuc::amp_unscale program per gradient,
+// writing the gradient and found_inf in place. Anything the program does
+// not take (a CPU tensor, an integer gradient, a found_inf that is not a
+// one-element float) goes to the CPU kernel, which raises PyTorch's errors.
+void amp_unscale_kernel(const c10::OperatorHandle& op,
+                        torch::jit::Stack* stack) {
+  static const int unscale_index = tpuc_op_find("tpuc::amp_unscale");
+  size_t nargs = op.schema().arguments().size();
+  size_t base = stack->size() - nargs;
+  std::vector<at::Tensor> grads = (*stack)[base].toTensorVector();
+  at::Tensor found_inf = (*stack)[base + 1].toTensor();
+  at::Tensor inv_scale = (*stack)[base + 2].toTensor();
+  auto on_tpu = [&](const at::Tensor& t) {
+    return t.is_privateuseone() && !t.is_conj() && !t.is_neg() &&
+           t.device() == found_inf.device();
+  };
+  bool ok = unscale_index >= 0 && on_tpu(found_inf) && on_tpu(inv_scale) &&
+            found_inf.numel() == 1 && inv_scale.numel() == 1 &&
+            found_inf.scalar_type() == at::kFloat &&
+            inv_scale.scalar_type() == at::kFloat;
+  for (size_t i = 0; ok && i < grads.size(); i++)
+    ok = on_tpu(grads[i]) && at::isFloatingType(grads[i].scalar_type()) &&
+         grads[i].layout() == at::kStrided;
+  if (!ok) return cpu_fallback_kernel(op, stack);
+  c10::DeviceGuard guard(found_inf.device());
+  for (size_t i = 0; i < grads.size(); i++) {
+    if (grads[i].numel() == 0) continue;
+    tpuc_op_arg args[3] = {};
+    const at::Tensor* ts[3] = {&grads[i], &found_inf, &inv_scale};
+    for (int k = 0; k < 3; k++) {
+      args[k].kind = TPUC_OP_ARG_TENSOR;
+      args[k].view = view_of(*ts[k]);
+    }
+    tpuc_op_options opts{};
+    opts.default_float = TPUC_DTYPE_F32;
+    opts.write_to[0] = &args[0].view;
+    opts.write_to[1] = &args[1].view;
+    tpuc_op_result results[TPUC_OP_MAX_RESULTS];
+    size_t nres = 0;
+    tpuc_status* st =
+        tpuc_op_run(client(), found_inf.device().index(), unscale_index, args,
+                    3, &opts, results, TPUC_OP_MAX_RESULTS, &nres);
+    if (st != nullptr && i == 0 && tpuc_status_code(st) == TPUC_UNIMPLEMENTED) {
+      tpuc_status_free(st);  // nothing written yet: the CPU does it all
+      return cpu_fallback_kernel(op, stack);
+    }
+    check(st);
+    tpuc_status* set = nullptr;
+    for (size_t k = 0; k < nres; k++) {
+      if (set == nullptr && k < 2 && results[k].value != nullptr)
+        set = tpuc_storage_set_value(storage_of(*ts[k]), results[k].value);
+      tpuc_buffer_release(results[k].value);
+    }
+    check(set);
+  }
+  torch::jit::drop(*stack, nargs);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -606,6 +670,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
                            "_fused_adamw_.tensor_lr"})
     m.impl(name,
            torch::CppFunction::makeFromBoxedFunction<&fused_adam_kernel>());
+  m.impl("_amp_foreach_non_finite_check_and_unscale_",
+         torch::CppFunction::makeFromBoxedFunction<&amp_unscale_kernel>());
   for (size_t i = 0; i < tpuc_op_table_size(); i++) {
     std::string name = tpuc_op_table_name(i);
     if (name.rfind("aten::", 0) != 0) continue;  // internal to tpuc

@@ -135,3 +135,134 @@ tpuc_status* op_lower_adam_step(op_ctx* c, int param) {
     TRY(tpuc_hlo_convert(c->fn, news[k], c->types[srcs[k]].dtype, &c->outs[k]));
   return NULL;
 }
+
+/* Rank-0 i1: some element of `x` (type `t`) is NaN or infinite. */
+static tpuc_status* any_nonfinite(op_ctx* c, tpuc_hlo_value x,
+                                  const tpuc_hlo_type* t, tpuc_hlo_value* out) {
+  tpuc_hlo_value fin, bad;
+  TRY(tpuc_hlo_unary(c->fn, TPUC_HLO_IS_FINITE, x, &fin));
+  TRY(tpuc_hlo_unary(c->fn, TPUC_HLO_NOT, fin, &bad));
+  if (t->rank == 0) {
+    *out = bad;
+    return NULL;
+  }
+  int64_t dims[TPUC_MAX_RANK];
+  for (int d = 0; d < t->rank; d++) dims[d] = d;
+  tpuc_hlo_value init;
+  TRY(op_const(c, TPUC_DTYPE_PRED, 0, NULL, &init));
+  tpuc_hlo_fn* body = NULL;
+  TRY(tpuc_hlo_region_binary(c->module, TPUC_DTYPE_PRED, TPUC_HLO_OR, &body));
+  return tpuc_hlo_reduce(c->fn, &bad, &init, 1, dims, (size_t)t->rank, body,
+                         out);
+}
+
+static bool is_one_element(const tpuc_hlo_type* t) {
+  for (int d = 0; d < t->rank; d++)
+    if (t->dims[d] != 1) return false;
+  return true;
+}
+
+/* The one element of tensor argument i (any rank), converted to `dtype`
+ * and broadcast to `shape` (rank 0 when NULL). */
+static tpuc_status* one_value(op_ctx* c, int i, tpuc_dtype dtype,
+                              const tpuc_hlo_type* shape, tpuc_hlo_value* out) {
+  tpuc_hlo_type t = c->types[i];
+  t.dtype = dtype;
+  tpuc_hlo_value v;
+  TRY(op_operand(c, i, dtype, &t, &v));
+  if (t.rank > 0) TRY(tpuc_hlo_reshape(c->fn, v, NULL, 0, &v));
+  if (shape == NULL || shape->rank == 0) {
+    *out = v;
+    return NULL;
+  }
+  return tpuc_hlo_broadcast_in_dim(c->fn, v, shape->dims, shape->rank, NULL,
+                                   out);
+}
+
+/* amp_unscale(grad, found_inf, inv_scale) -> grad, found_inf: one tensor
+ * of GradScaler's _amp_foreach_non_finite_check_and_unscale_ (the binding
+ * walks the list). found_inf becomes 1 where grad has a NaN or an infinity
+ * (it is never cleared); grad is multiplied by inv_scale in the CPU's
+ * compute dtype (f32 for half floats), and left as it is when inv_scale is
+ * 1, as the CPU and CUDA kernels do. */
+tpuc_status* op_lower_amp_unscale(op_ctx* c, int param) {
+  (void)param;
+  for (int i = 0; i < 3; i++)
+    if (!op_is_tensor(c, i)) return op_unimpl("unexpected arguments");
+  tpuc_dtype dt = c->types[0].dtype;
+  if (!tpuc_dtype_is_float(dt) || tpuc_dtype_is_complex(dt))
+    return op_unimpl("non-float gradient");
+  if (c->types[1].dtype != TPUC_DTYPE_F32 ||
+      c->types[2].dtype != TPUC_DTYPE_F32 || !is_one_element(&c->types[1]) ||
+      !is_one_element(&c->types[2]))
+    return op_unimpl("found_inf and inv_scale must be one-element f32");
+  tpuc_hlo_type shape = c->types[0];
+  shape.dtype = op_accumulation_dtype(dt);
+  tpuc_hlo_value g, inv, one, is_one, scaled, bad, fi, fi_one, fi_new;
+  TRY(op_operand(c, 0, shape.dtype, &shape, &g));
+  TRY(any_nonfinite(c, g, &shape, &bad));
+  TRY(one_value(c, 2, shape.dtype, &shape, &inv));
+  TRY(op_const(c, shape.dtype, 1.0, &shape, &one));
+  TRY(tpuc_hlo_compare(c->fn, TPUC_HLO_EQ, inv, one, &is_one));
+  TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_MUL, g, inv, &scaled));
+  TRY(tpuc_hlo_select(c->fn, is_one, g, scaled, &scaled));
+  TRY(tpuc_hlo_convert(c->fn, scaled, dt, &c->outs[0]));
+  tpuc_hlo_type ft = c->types[1];
+  TRY(op_operand(c, 1, TPUC_DTYPE_F32, &ft, &fi));
+  TRY(op_const(c, TPUC_DTYPE_F32, 1.0, &ft, &fi_one));
+  if (ft.rank > 0)
+    TRY(tpuc_hlo_broadcast_in_dim(c->fn, bad, ft.dims, ft.rank, NULL, &bad));
+  TRY(tpuc_hlo_select(c->fn, bad, fi_one, fi, &fi_new));
+  c->outs[1] = fi_new;
+  c->nouts = 2;
+  return NULL;
+}
+
+/* _amp_update_scale_(scale, growth_tracker, found_inf, growth_factor,
+ * backoff_factor, growth_interval) -> scale, growth_tracker, both written
+ * in place: after an overflow the scale backs off and the tracker resets;
+ * after growth_interval clean steps in a row the scale grows (unless that
+ * makes it infinite) and the tracker resets; otherwise the tracker counts.
+ * The factors are applied in f32 (the CPU multiplies in f64 and rounds
+ * once: the same for the default factors 2 and 0.5, powers of two). */
+tpuc_status* op_lower_amp_update_scale(op_ctx* c, int param) {
+  (void)param;
+  for (int i = 0; i < 3; i++)
+    if (!op_is_tensor(c, i)) return op_unimpl("unexpected arguments");
+  const tpuc_hlo_type* st = &c->types[0];
+  if (st->dtype != TPUC_DTYPE_F32 || c->types[1].dtype != TPUC_DTYPE_S32 ||
+      c->types[2].dtype != TPUC_DTYPE_F32)
+    return op_unimpl("dtypes");
+  for (int i = 0; i < 3; i++)
+    if (!is_one_element(&c->types[i]) || c->types[i].rank != st->rank)
+      return op_unimpl("scale, growth_tracker and found_inf: one element, "
+                       "the same rank");
+  tpuc_hlo_type it = *st;
+  it.dtype = TPUC_DTYPE_S32;
+  tpuc_hlo_value s, gt, fi, zero_f, inf, grow, back, interval, one_i, zero_i;
+  TRY(op_operand(c, 0, TPUC_DTYPE_F32, st, &s));
+  TRY(op_operand(c, 1, TPUC_DTYPE_S32, &it, &gt));
+  TRY(op_operand(c, 2, TPUC_DTYPE_F32, st, &fi));
+  TRY(op_const(c, TPUC_DTYPE_F32, 0.0, st, &zero_f));
+  TRY(tpuc_hlo_compare(c->fn, TPUC_HLO_NE, fi, zero_f, &inf));
+  TRY(op_scalar(c, 3, TPUC_DTYPE_F32, st, &grow));
+  TRY(op_scalar(c, 4, TPUC_DTYPE_F32, st, &back));
+  TRY(op_scalar(c, 5, TPUC_DTYPE_S32, &it, &interval));
+  TRY(op_const(c, TPUC_DTYPE_S32, 1.0, &it, &one_i));
+  TRY(op_const(c, TPUC_DTYPE_S32, 0.0, &it, &zero_i));
+  tpuc_hlo_value succ, now, grown, finite, keep, backed, s_out, t_clean, t_out;
+  TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_ADD, gt, one_i, &succ));
+  TRY(tpuc_hlo_compare(c->fn, TPUC_HLO_EQ, succ, interval, &now));
+  TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_MUL, s, grow, &grown));
+  TRY(tpuc_hlo_unary(c->fn, TPUC_HLO_IS_FINITE, grown, &finite));
+  TRY(tpuc_hlo_select(c->fn, finite, grown, s, &grown));
+  TRY(tpuc_hlo_select(c->fn, now, grown, s, &keep));
+  TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_MUL, s, back, &backed));
+  TRY(tpuc_hlo_select(c->fn, inf, backed, keep, &s_out));
+  TRY(tpuc_hlo_select(c->fn, now, zero_i, succ, &t_clean));
+  TRY(tpuc_hlo_select(c->fn, inf, zero_i, t_clean, &t_out));
+  c->outs[0] = s_out;
+  c->outs[1] = t_out;
+  c->nouts = 2;
+  return NULL;
+}

@@ -193,10 +193,16 @@ const op_entry op_table_core[] = {
     {"aten::arange", op_lower_arange, 1},
     {"aten::arange.start", op_lower_arange, 2},
     {"aten::arange.start_step", op_lower_arange, 3},
+    /* GradScaler's scale update (optim.c): scale and growth tracker both
+     * written in place, scale returned. */
+    {"aten::_amp_update_scale_", op_lower_amp_update_scale, 0},
     /* Internal (not registered with PyTorch): tpuc_op_copy, and the
      * per-parameter step of the fused optimizers (tpu_kernels.cpp). */
     {"tpuc::copy", op_lower_copy, 0},
     {"tpuc::adam_step", op_lower_adam_step, 0},
+    /* GradScaler: the binding walks the gradient list of
+     * _amp_foreach_non_finite_check_and_unscale_ (tpu_native.cpp). */
+    {"tpuc::amp_unscale", op_lower_amp_unscale, 0},
     {NULL, NULL, 0},
 };
 
