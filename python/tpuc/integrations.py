@@ -12,8 +12,10 @@ runs on CUDA runs on tpu with no environment variable:
   ``torchrun``) initialize the ``tpu`` process group, each takes the tpu
   device of its local rank, and accelerate runs its multi-device path
   (``DistributedType.MULTI_GPU``: DDP, gathers through torch.distributed);
+- accelerate's ``Accelerator(mixed_precision="fp16")``: accepted on tpu,
+  with a tpu ``GradScaler``;
 - transformers' ``TrainingArguments``: the device is ``tpu:0`` and
-  ``bf16=True`` is accepted;
+  ``bf16=True`` is accepted (``fp16=True`` too, through ``Accelerator``);
 - ``device_map="auto"`` (accelerate's ``get_max_memory``): tpu devices with
   their free memory (``torch.tpu.mem_get_info``), then the CPU;
 - ``pipeline()`` with no device, or an integer device, runs on tpu.
@@ -30,7 +32,8 @@ decides at call time, so nothing changes where tpu is not the accelerator.
 The upstream changes that would make this unnecessary: accelerate and
 transformers asking ``torch.accelerator.current_accelerator()`` for the
 device (and ``torch.get_device_module(type)`` for ``mem_get_info``,
-``is_bf16_supported`` and ``set_device``), and
+``is_bf16_supported`` and ``set_device``), ``Accelerator`` taking fp16
+on any device ``torch.amp.GradScaler`` supports, and
 ``torch.distributed.Backend.default_device_backend_map`` for the process
 group backend, when none of their named devices is there; for
 FlexAttention, ``_validate_device`` accepting the PrivateUse1 backend
@@ -98,6 +101,35 @@ def _patch_accelerate_state(st):
     cls._prepare_backend = _prepare_backend
     cls.set_device = _set_device
     cls.default_device = property(_default_device)
+
+
+def _patch_accelerator(acc):
+    """``Accelerator(mixed_precision="fp16")`` (and ``TrainingArguments(
+    fp16=True)``): accelerate accepts fp16 only on devices in a tuple
+    written into ``Accelerator.__init__`` and builds a CUDA GradScaler
+    elsewhere. tpu joins that tuple, and the scaler is ``torch.amp.
+    GradScaler("tpu")``, whose unscale and update run on the device."""
+    from accelerate.utils import DistributedType
+
+    init = acc.Accelerator.__init__
+    code = init.__code__
+    consts = list(code.co_consts)
+    found = [i for i, c in enumerate(consts)
+             if isinstance(c, tuple) and "cuda" in c and "xpu" in c]
+    if len(found) != 1:
+        raise RuntimeError("Accelerator.__init__ has no single fp16 device tuple")
+    if "tpu" not in consts[found[0]]:
+        consts[found[0]] = consts[found[0]] + ("tpu",)
+        init.__code__ = code.replace(co_consts=tuple(consts))
+    grad_scaler = acc.get_grad_scaler
+
+    def get_grad_scaler(distributed_type=None, **kwargs):
+        if _tpu_is_the_accelerator() and distributed_type != DistributedType.FSDP:
+            return torch.amp.GradScaler("tpu", **kwargs)
+        return grad_scaler(distributed_type, **kwargs)
+
+    get_grad_scaler.__wrapped__ = grad_scaler
+    acc.get_grad_scaler = get_grad_scaler
 
 
 def _tpu_max_memory(max_memory):
@@ -233,6 +265,7 @@ def _patch_flex_attention(fa):
 _PATCHES = {
     "torch.nn.attention.flex_attention": _patch_flex_attention,
     "accelerate.state": _patch_accelerate_state,
+    "accelerate.accelerator": _patch_accelerator,
     "accelerate.utils.modeling": _patch_accelerate_modeling,
     "transformers.training_args": _patch_training_args,
     "transformers.pipelines.base": _patch_pipelines,
@@ -309,9 +342,10 @@ def _import_and_apply(names):
 
 
 def accelerate():
-    """Teaches accelerate (``PartialState``, ``get_max_memory``) about tpu
+    """Teaches accelerate (``PartialState``, ``get_max_memory``, fp16) about tpu
     now. Idempotent."""
-    _import_and_apply(["accelerate.state", "accelerate.utils.modeling"])
+    _import_and_apply(["accelerate.state", "accelerate.utils.modeling",
+                       "accelerate.accelerator"])
 
 
 def flex_attention():

@@ -164,3 +164,60 @@ def test_memory_limit_env_and_opt_out(tmp_path):
         env=dict(os.environ, TPUC_MEMORY_LIMIT="lots"), capture_output=True, text=True, timeout=120)
     assert bad.returncode != 0
     assert "ValueError" in bad.stderr and "TPUC_MEMORY_LIMIT='lots'" in bad.stderr
+
+
+def test_fp16_accelerator_and_trainer_scale_losses_on_tpu(tmp_path):
+    # accelerate lists the devices it takes fp16 on and builds a CUDA
+    # GradScaler elsewhere; on tpu it gets a tpu GradScaler whose unscale
+    # and update run natively, and an overflow skips the step.
+    out = run("""
+        import torch, tpuc
+        from accelerate import Accelerator
+        acc = Accelerator(mixed_precision="fp16")
+        out["scaler_device"] = acc.scaler._device
+        torch.manual_seed(0)
+        m = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Linear(8, 4))
+        opt = torch.optim.SGD(m.parameters(), lr=0.1)
+        m, opt = acc.prepare(m, opt)
+        x = torch.randn(16, 8, device=acc.device)
+        tpuc.fallback_reset()
+        inner = []
+        m[0].register_forward_hook(lambda mod, i, o: inner.append(str(o.dtype)))
+        steps = []
+        for i in range(3):
+            before = m[1].weight.detach().cpu().clone()
+            with acc.autocast():
+                loss = m(x * (float("inf") if i == 1 else 1.0)).float().pow(2).mean()
+            acc.backward(loss)
+            opt.step()
+            opt.zero_grad()
+            moved = not torch.equal(before, m[1].weight.detach().cpu())
+            steps.append([moved, acc.scaler.get_scale()])
+        out["steps"] = steps
+        out["inner"] = sorted(set(inner))
+        out["fallbacks"] = sorted(k for k in tpuc.fallback_report() if "amp" in k)
+        args = transformers.TrainingArguments(output_dir="run", fp16=True, max_steps=2,
+                                              per_device_train_batch_size=4, report_to=[],
+                                              logging_steps=1, save_strategy="no")
+        make_model("m")
+        model = transformers.AutoModelForSequenceClassification.from_pretrained("m")
+        g = torch.Generator().manual_seed(0)
+        data = [{"input_ids": torch.randint(5, 10, (6,), generator=g), "labels": i % 2}
+                for i in range(8)]
+        seen = []
+        model.bert.encoder.layer[0].attention.self.query.register_forward_hook(
+            lambda m, i, o: seen.append((str(o.device), str(o.dtype))))
+        trainer = transformers.Trainer(model=model, args=args, train_dataset=data)
+        out["loss"] = trainer.train().training_loss
+        out["seen"] = sorted(set(seen))
+        out["mixed"] = str(trainer.accelerator.state.mixed_precision)
+        out["trainer_scaler"] = trainer.accelerator.scaler._device
+    """, tmp_path)
+    assert out["scaler_device"] == "tpu"
+    assert out["inner"] == ["torch.float16"], out
+    # The step with an infinite loss is skipped and halves the scale.
+    assert out["steps"] == [[True, 65536.0], [False, 32768.0], [True, 32768.0]], out
+    assert out["fallbacks"] == [], out
+    assert out["mixed"] == "fp16" and out["trainer_scaler"] == "tpu"
+    assert out["seen"] == [["tpu:0", "torch.float16"]], out
+    assert out["loss"] == out["loss"] and 0 < out["loss"] < 10
