@@ -278,6 +278,74 @@ tpuc_status* op_lower_arange(op_ctx* c, int param) {
   return tpuc_hlo_convert(c->fn, v, dt, &c->outs[0]);
 }
 
+/* linspace(start, end, steps, dtype) (param 0) and logspace(start, end,
+ * steps, base, dtype) (param 1): element i of `steps` is start + step * i
+ * in the first half and end - step * (steps - 1 - i) in the second, with
+ * step = (end - start) / (steps - 1), as PyTorch's kernels compute it
+ * (so both ends are exact: CUDA's formula; the CPU's vector loop uses
+ * the first for whole vectors across the middle), and logspace raises
+ * base to it. Floats compute in their own precision (f32 for half
+ * floats). steps == 1 gives start (base ** start). */
+tpuc_status* op_lower_linspace(op_ctx* c, int param) {
+  int di = param ? 4 : 3;
+  for (int i = 0; i < 2; i++)
+    if (c->args[i].kind != TPUC_OP_ARG_SCALAR || c->args[i].scalar_is_tensor)
+      return op_unimpl("unexpected arguments");
+  int64_t n = 0;
+  TRY(op_int_arg(c, 2, 0, &n));
+  if (n < 0)
+    return tpuc_status_make(TPUC_INVALID_ARGUMENT,
+                            "number of steps must be non-negative");
+  tpuc_dtype dt = TPUC_DTYPE_INVALID;
+  if (c->nargs > (size_t)di && c->args[di].kind == TPUC_OP_ARG_DTYPE)
+    dt = c->args[di].dtype;
+  if (dt == TPUC_DTYPE_INVALID) dt = c->opts->default_float;
+  if (!tpuc_dtype_is_float(dt) || tpuc_dtype_is_float8(dt))
+    /* Integer results: c10 converts each bound with its own wrapping and
+     * overflow rules (-3 becomes 253 in uint8, -3.5 raises), read on the
+     * host; the CPU applies them. */
+    return op_unimpl("this dtype: the CPU says what it does");
+  /* c10's overflow error for a bound the dtype cannot hold. */
+  op_host_check_float_fits(c, 0, dt);
+  op_host_check_float_fits(c, 1, dt);
+  tpuc_dtype ct = dt == TPUC_DTYPE_F64 ? TPUC_DTYPE_F64 : TPUC_DTYPE_F32;
+  tpuc_hlo_type t = tpuc_hlo_type_make(ct, &n, 1);
+  tpuc_hlo_value start, end, v;
+  /* The ends rounded to the result's dtype first, as the kernels do. */
+  TRY(op_scalar(c, 0, dt, &t, &start));
+  TRY(op_scalar(c, 1, dt, &t, &end));
+  TRY(tpuc_hlo_convert(c->fn, start, ct, &start));
+  TRY(tpuc_hlo_convert(c->fn, end, ct, &end));
+  if (n <= 1) {
+    v = start;
+  } else {
+    tpuc_hlo_type it = tpuc_hlo_type_make(TPUC_DTYPE_S64, &n, 1);
+    tpuc_hlo_value idx, rev, lo_i, hi_i, denom, step, half, first, lo, hi;
+    TRY(tpuc_hlo_iota(c->fn, &it, 0, &idx));
+    TRY(op_const(c, TPUC_DTYPE_S64, (double)(n - 1), &it, &rev));
+    TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_SUB, rev, idx, &rev));
+    TRY(tpuc_hlo_convert(c->fn, idx, ct, &lo_i));
+    TRY(tpuc_hlo_convert(c->fn, rev, ct, &hi_i));
+    TRY(op_const(c, ct, (double)(n - 1), &t, &denom));
+    TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_SUB, end, start, &step));
+    TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_DIV, step, denom, &step));
+    TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_MUL, step, lo_i, &lo));
+    TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_ADD, start, lo, &lo));
+    TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_MUL, step, hi_i, &hi));
+    TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_SUB, end, hi, &hi));
+    TRY(op_const(c, TPUC_DTYPE_S64, (double)(n / 2), &it, &half));
+    TRY(tpuc_hlo_compare(c->fn, TPUC_HLO_LT, idx, half, &first));
+    TRY(tpuc_hlo_select(c->fn, first, lo, hi, &v));
+  }
+  if (param) {
+    tpuc_hlo_value base;
+    TRY(op_scalar(c, 3, ct, &t, &base));
+    TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_POW, base, v, &v));
+  }
+  c->nouts = 1;
+  return tpuc_hlo_convert(c->fn, v, dt, &c->outs[0]);
+}
+
 /* conj_physical / _conj_physical: complex conjugate (reals unchanged). */
 tpuc_status* op_lower_conj(op_ctx* c, int param) {
   (void)param;

@@ -193,6 +193,8 @@ const op_entry op_table_core[] = {
     {"aten::arange", op_lower_arange, 1},
     {"aten::arange.start", op_lower_arange, 2},
     {"aten::arange.start_step", op_lower_arange, 3},
+    {"aten::linspace", op_lower_linspace, 0},
+    {"aten::logspace", op_lower_linspace, 1},
     /* GradScaler's scale update (optim.c): scale and growth tracker both
      * written in place, scale returned. */
     {"aten::_amp_update_scale_", op_lower_amp_update_scale, 0},

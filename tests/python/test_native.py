@@ -199,6 +199,42 @@ def test_nan_handling_matches_cpu():
     assert not tpuc.fallback_report()
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
+def test_linspace_and_logspace_are_native_and_match_cpu(dtype):
+    # Both ends exact, symmetric steps (CUDA's formula): within rounding of
+    # the CPU, whose vector loop runs the first half's formula over whole
+    # vectors past the middle (and computes half floats in half).
+    import tpuc
+    cases = [(0, 1, 10), (-3.5, 7.25, 33), (1, 1, 5), (5, -5, 1000), (0, 1, 1),
+             (2, 9, 0), (1e-3, 3.0, 4097)]
+    ulp = torch.finfo(dtype).eps
+    for a, b, n in cases:
+        for fn, kw in ((torch.linspace, {}), (torch.logspace, {"base": 2.0})):
+            tpuc.fallback_reset()
+            d = fn(a, b, n, dtype=dtype, device="tpu", **kw)
+            assert not tpuc.fallback_report(), (fn, a, b, n)
+            c = fn(a, b, n, dtype=dtype, **kw)
+            assert d.dtype == c.dtype and d.shape == c.shape
+            # Each value's error is an ulp of the larger bound (or of its
+            # power of base).
+            m = 2 * ulp * max(1.0, abs(a), abs(b))
+            torch.testing.assert_close(d.cpu(), c, rtol=m, atol=m)
+            if n > 1 and fn is torch.linspace:
+                assert d[0].item() == c[0].item() and d[-1].item() == c[-1].item()
+    d = torch.linspace(0, 1, 7, device="tpu")  # the default dtype
+    assert d.dtype == torch.float32 and d.device.type == "tpu"
+    for dev in ("cpu", "tpu"):
+        with pytest.raises(RuntimeError, match="number of steps must be non-negative"):
+            torch.linspace(0, 1, -1, device=dev)
+        with pytest.raises(RuntimeError, match="cannot be converted to type c10::Half without overflow"):
+            torch.linspace(0, 1e5, 3, dtype=torch.half, device=dev)
+    # Integer results keep the CPU's conversions of the bounds (through the
+    # fallback): -3 wraps to 253 in uint8, -3.5 raises.
+    assert torch.linspace(-3, 5, 3, dtype=torch.uint8, device="tpu").cpu().tolist() == [253, 129, 5]
+    with pytest.raises(RuntimeError, match="uint8_t without overflow"):
+        torch.linspace(-3.5, 5, 3, dtype=torch.uint8, device="tpu")
+
+
 def test_arange_is_native_and_matches_cpu():
     import tpuc
     tpuc.fallback_reset()
