@@ -688,9 +688,11 @@ static tpuc_status* lower_layer_norm_bw(op_ctx* c, int param) {
   TRY(ln_check(c, 1, 2, 5, 6, &M, &N, &stat, &axis));
   bool mask[3];
   if (!mask3(c, 7, mask)) return op_unimpl("unexpected arguments");
-  /* grad_weight and grad_bias need both parameters to exist. */
-  if (op_is_none(c, 5) || op_is_none(c, 6))
-    return op_unimpl("layer_norm backward without weight/bias: CPU");
+  /* Without a weight (elementwise_affine=False, or bias=False for the
+   * bias) there is no gradient of it: the CPU leaves it undefined. */
+  bool has_w = !op_is_none(c, 5), has_b = !op_is_none(c, 6);
+  if ((mask[1] && !has_w) || (mask[2] && !has_b))
+    return op_unimpl("layer_norm backward: a gradient of a missing parameter");
   const tpuc_hlo_type* t = &c->types[1];
   if (!op_is_tensor(c, 0) || !tpuc_hlo_type_equal(&c->types[0], t) ||
       !op_is_tensor(c, 3) || !op_is_tensor(c, 4) ||
@@ -705,30 +707,90 @@ static tpuc_status* lower_layer_norm_bw(op_ctx* c, int param) {
   V x = e_reshape(&e, e_cvt(&e, c->vals[1], acc), mn, 2);
   V mean = e_reshape(&e, e_cvt(&e, c->vals[3], acc), &M, 1);
   V rstd = e_reshape(&e, e_cvt(&e, c->vals[4], acc), &M, 1);
-  V gamma = ln_param(&e, 5, M, N);
+  V gamma = has_w ? ln_param(&e, 5, M, N) : -1;
   em r = em_make(c, acc, &(tpuc_hlo_type){acc, 1, {M}});
   /* xhat = (x - mean) * rstd; dx = rstd * (dy*g - mean(dy*g)
    *   - xhat * mean(dy*g*xhat)) */
   V a = e_bcast(&e, rstd, mn, 2, &zero);
   V xhat = e_mul(&e, e_sub(&e, x, e_bcast(&e, mean, mn, 2, &zero)), a);
-  V dyg = e_mul(&e, dy, gamma);
+  V dyg = has_w ? e_mul(&e, dy, gamma) : dy;
   V db = e_div(&r, e_sum(&e, dyg, &one, 1), e_k(&r, (double)N));
   V ds =
       e_div(&r, e_sum(&e, e_mul(&e, dyg, xhat), &one, 1), e_k(&r, (double)N));
   V dx = e_mul(&e, a,
                e_sub(&e, e_sub(&e, dyg, e_bcast(&e, db, mn, 2, &zero)),
                      e_mul(&e, xhat, e_bcast(&e, ds, mn, 2, &zero))));
-  V dgamma = e_sum(&e, e_mul(&e, dy, xhat), &zero, 1);
-  V dbeta = e_sum(&e, dy, &zero, 1);
   if (e.st == NULL) e.st = r.st;
   c->outs[0] = e_reshape(&e, e_cvt(&e, dx, t->dtype), t->dims, t->rank);
-  c->outs[1] = e_reshape(&e, e_cvt(&e, dgamma, c->types[5].dtype),
-                         c->types[5].dims, c->types[5].rank);
-  c->outs[2] = e_reshape(&e, e_cvt(&e, dbeta, c->types[6].dtype),
-                         c->types[6].dims, c->types[6].rank);
-  for (int k = 0; k < 3; k++)
-    if (!mask[k]) c->outs[k] = -1;
+  c->outs[1] = c->outs[2] = -1;
+  if (mask[1]) {
+    V dgamma = e_sum(&e, e_mul(&e, dy, xhat), &zero, 1);
+    c->outs[1] = e_reshape(&e, e_cvt(&e, dgamma, c->types[5].dtype),
+                           c->types[5].dims, c->types[5].rank);
+  }
+  if (mask[2]) {
+    V dbeta = e_sum(&e, dy, &zero, 1);
+    c->outs[2] = e_reshape(&e, e_cvt(&e, dbeta, c->types[6].dtype),
+                           c->types[6].dims, c->types[6].rank);
+  }
+  if (!mask[0]) c->outs[0] = -1;
   c->nouts = 3;
+  return e.st;
+}
+
+/* _weight_norm_interface(v, g, dim) -> (w, norms) (param 0) and
+ * _weight_norm_interface_backward(grad_w, v, g, norms, dim) ->
+ * (grad_v, grad_g) (param 1): w = v * (g / ||v||), the norm taken over
+ * every dim but `dim` in the compute dtype (norms are f32 for half
+ * floats, as on the CPU). Backward, per slice: grad_g = sum(grad_w * v) /
+ * n, grad_v = a * grad_w - (a * grad_g / n) * v with a = g / n. */
+static tpuc_status* lower_weight_norm(op_ctx* c, int backward) {
+  int vi = backward ? 1 : 0, gi = vi + 1, di = backward ? 4 : 2;
+  for (int i = 0; i < di; i++)
+    if (!op_is_tensor(c, i)) return op_unimpl("unexpected arguments");
+  const tpuc_hlo_type* t = &c->types[vi];
+  const tpuc_hlo_type* gt = &c->types[gi];
+  int64_t dim = 0;
+  TRY(op_int_arg(c, di, 0, &dim));
+  if (!is_float(t->dtype) || !is_float(gt->dtype) || t->rank < 1 ||
+      dim < 0 || dim >= t->rank || gt->rank != t->rank)
+    return op_unimpl("weight_norm: unusual arguments (CPU says why)");
+  for (int d = 0; d < t->rank; d++)
+    if (gt->dims[d] != (d == dim ? t->dims[d] : 1))
+      return op_unimpl("weight_norm: g's shape (CPU says why)");
+  if (backward && (!tpuc_hlo_type_equal(&c->types[0], t) ||
+                   tpuc_hlo_type_num_elements(&c->types[3]) != t->dims[dim]))
+    return op_unimpl("weight_norm backward: unusual arguments");
+  tpuc_dtype acc = op_accumulation_dtype(t->dtype);
+  int64_t K = t->dims[dim], map = dim, others[TPUC_MAX_RANK];
+  size_t no = 0;
+  for (int d = 0; d < t->rank; d++)
+    if (d != dim) others[no++] = d;
+  em e = em_make(c, acc, t);
+  em r = em_make(c, acc, &(tpuc_hlo_type){acc, 1, {K}});
+  V v = e_cvt(&e, c->vals[vi], acc);
+  V g = e_reshape(&r, e_cvt(&r, c->vals[gi], acc), &K, 1);
+  if (e.st == NULL) e.st = r.st;
+  if (!backward) {
+    V n = e_un(&r, TPUC_HLO_SQRT, e_sum(&e, e_mul(&e, v, v), others, no));
+    V w = e_mul(&e, v, e_bcast(&e, e_div(&r, g, n), t->dims, t->rank, &map));
+    if (e.st == NULL) e.st = r.st;
+    c->outs[0] = e_cvt(&e, w, t->dtype);
+    c->outs[1] = e_reshape(&e, e_cvt(&e, n, op_accumulation_dtype(gt->dtype)),
+                           gt->dims, gt->rank);
+  } else {
+    V gw = e_cvt(&e, c->vals[0], acc);
+    V n = e_reshape(&r, e_cvt(&r, c->vals[3], acc), &K, 1);
+    V grad_g = e_div(&r, e_sum(&e, e_mul(&e, gw, v), others, no), n);
+    V a = e_div(&r, g, n);
+    V b = e_div(&r, e_mul(&r, a, grad_g), n);
+    V grad_v = e_sub(&e, e_mul(&e, e_bcast(&e, a, t->dims, t->rank, &map), gw),
+                     e_mul(&e, e_bcast(&e, b, t->dims, t->rank, &map), v));
+    if (e.st == NULL) e.st = r.st;
+    c->outs[0] = e_cvt(&e, grad_v, t->dtype);
+    c->outs[1] = e_reshape(&e, e_cvt(&e, grad_g, gt->dtype), gt->dims, gt->rank);
+  }
+  c->nouts = 2;
   return e.st;
 }
 
@@ -4159,6 +4221,8 @@ const op_entry op_table_nn[] = {
     {"aten::native_layer_norm.out", lower_layer_norm, 0},
     {"aten::native_layer_norm_backward", lower_layer_norm_bw, 0},
     {"aten::native_layer_norm_backward.out", lower_layer_norm_bw, 0},
+    {"aten::_weight_norm_interface", lower_weight_norm, 0},
+    {"aten::_weight_norm_interface_backward", lower_weight_norm, 1},
     {"aten::gelu", lower_act, ACT_GELU},
     {"aten::gelu_", lower_act, ACT_GELU},
     {"aten::gelu.out", lower_act, ACT_GELU},

@@ -381,3 +381,73 @@ def test_multilabel_margin_loss(dtype, red):
     check_native(lambda x, y: fwd(x, y, 0), x[0], y[1])
     with pytest.raises(RuntimeError, match="out of range"):
         fwd(tpu(x), tpu(y + 6), 1)[0].cpu()
+
+
+@pytest.mark.parametrize("affine", [(False, False), (True, False), (False, True)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_layer_norm_backward_without_weight_or_bias(affine, dtype):
+    # OLMo's LayerNorm has neither (elementwise_affine=False); bias=False
+    # layers have no bias. Their backward used to run on the CPU.
+    has_w, has_b = affine
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(3, 5, 8, generator=g, dtype=torch.float64)
+    w = torch.randn(8, generator=g, dtype=torch.float64) if has_w else None
+    b = torch.randn(8, generator=g, dtype=torch.float64) if has_b else None
+    cot = torch.randn(3, 5, 8, generator=g, dtype=torch.float64)
+
+    def grads(dev, dt):
+        leaves = [t.detach().to(dev, dt).requires_grad_() if t is not None else None
+                  for t in (x, w, b)]
+        F.layer_norm(leaves[0], (8,), leaves[1], leaves[2]).backward(cot.to(dev, dt))
+        return [t.grad.cpu().double() for t in leaves if t is not None]
+
+    ref = grads("cpu", torch.float64)
+    tpuc.fallback_reset()
+    got = grads("tpu", dtype)
+    assert tpuc.fallback_report() == {}, tpuc.fallback_report()
+    tol = dict(atol=3e-2, rtol=3e-2) if dtype == torch.bfloat16 else dict(atol=1e-5, rtol=1e-5)
+    for a, r in zip(got, ref):
+        torch.testing.assert_close(a, r, **tol)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+@pytest.mark.parametrize("dim,shape", [(0, (6, 4, 3)), (2, (6, 4, 3)), (1, (5, 7))])
+def test_weight_norm_interface_and_backward(dtype, dim, shape):
+    # torch.nn.utils.parametrizations.weight_norm (wav2vec2's and HuBERT's
+    # positional convolution) runs _weight_norm_interface and its backward:
+    # norms in f32 for half floats, as on the CPU.
+    g = torch.Generator().manual_seed(0)
+    v = torch.randn(shape, generator=g, dtype=torch.float64)
+    gn = torch.randn([s if i == dim else 1 for i, s in enumerate(shape)], generator=g,
+                     dtype=torch.float64)
+    gw = torch.randn(shape, generator=g, dtype=torch.float64)
+    bw = torch.ops.aten._weight_norm_interface_backward
+    ref = torch._weight_norm_interface(v, gn, dim)
+    ref_b = bw(gw, v, gn, ref[1], dim)
+    cpu = torch._weight_norm_interface(v.to(dtype), gn.to(dtype), dim)
+    tpuc.fallback_reset()
+    out = torch._weight_norm_interface(v.to("tpu", dtype), gn.to("tpu", dtype), dim)
+    out_b = bw(gw.to("tpu", dtype), v.to("tpu", dtype), gn.to("tpu", dtype), out[1], dim)
+    assert tpuc.fallback_report() == {}, tpuc.fallback_report()
+    assert [t.dtype for t in out] == [t.dtype for t in cpu]
+    assert [t.shape for t in out] == [t.shape for t in cpu]
+    tol = dict(atol=2e-2, rtol=2e-2) if dtype == torch.bfloat16 else dict(atol=1e-6, rtol=1e-6)
+    for a, r in zip(list(out) + list(out_b), list(ref) + list(ref_b)):
+        torch.testing.assert_close(a.cpu().double(), r, **tol)
+
+
+def test_weight_norm_parametrized_conv_trains_natively():
+    from torch.nn.utils.parametrizations import weight_norm
+    torch.manual_seed(0)
+    conv = weight_norm(torch.nn.Conv1d(4, 6, 3, padding=1), dim=2)
+    dconv = weight_norm(torch.nn.Conv1d(4, 6, 3, padding=1), dim=2)
+    dconv.load_state_dict(conv.state_dict())
+    dconv.to("tpu")
+    x = torch.randn(2, 4, 9)
+    conv(x).square().sum().backward()
+    tpuc.fallback_reset()
+    dconv(x.to("tpu")).square().sum().backward()
+    assert tpuc.fallback_report() == {}, tpuc.fallback_report()
+    want = dict(conv.named_parameters())
+    for name, p in dconv.named_parameters():
+        torch.testing.assert_close(p.grad.cpu(), want[name].grad, atol=1e-5, rtol=1e-5)
