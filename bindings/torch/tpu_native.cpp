@@ -498,9 +498,111 @@ void native_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   }
 }
 
-// torch.optim's fused=True Adam/AdamW: one tpuc::adam_step program per
-// parameter, writing the parameter, its moments (and max moment, and the
-// unscaled gradient when there is a grad_scale) in place.
+// torch.optim's fused=True optimizers (Adam, AdamW, SGD, Adagrad): one
+// tpuc step program per parameter, writing the parameter and its state
+// (and the unscaled gradient when there is a grad_scale) in place.
+
+tpuc_op_arg step_scalar(double f) {
+  tpuc_op_arg a{};
+  a.kind = TPUC_OP_ARG_SCALAR;
+  a.scalar = TPUC_SCALAR_FLOAT;
+  a.f = f;
+  return a;
+}
+
+tpuc_op_arg step_tensor(const at::Tensor& t) {
+  tpuc_op_arg a{};
+  a.kind = TPUC_OP_ARG_TENSOR;
+  a.view = view_of(t);
+  return a;
+}
+
+tpuc_op_arg step_flag(bool b) {
+  tpuc_op_arg a{};
+  a.kind = TPUC_OP_ARG_BOOL;
+  a.i = b;
+  return a;
+}
+
+bool step_on_tpu(const at::Tensor& t) {
+  return t.is_privateuseone() && !t.is_conj() && !t.is_neg();
+}
+
+bool step_opt_tensor(const c10::IValue& v) {
+  return v.isTensor() && v.toTensor().defined();
+}
+
+// The learning rate argument: a tpu tensor stays a tensor, anything else
+// is read on the host.
+tpuc_op_arg step_lr(const c10::IValue& lr) {
+  if (lr.isTensor() && lr.toTensor().is_privateuseone())
+    return step_tensor(lr.toTensor());
+  return step_scalar(lr.isTensor() ? lr.toTensor().item<double>()
+                                   : lr.toDouble());
+}
+
+// The checks every fused step shares: each list has one tensor per
+// parameter on the parameters' tpu device, grad_scale and found_inf are
+// tpu tensors, the learning rate a number or a tpu/CPU tensor.
+bool step_lists_ok(const std::vector<std::vector<at::Tensor>>& lists,
+                   const c10::IValue& lr, const c10::IValue& grad_scale,
+                   const c10::IValue& found_inf) {
+  if (lists.empty() || lists[0].empty()) return false;
+  size_t n = lists[0].size();
+  for (const auto& l : lists) {
+    if (l.size() != n) return false;
+    for (const at::Tensor& t : l)
+      if (!step_on_tpu(t) || t.device() != lists[0][0].device()) return false;
+  }
+  if (step_opt_tensor(grad_scale) && !step_on_tpu(grad_scale.toTensor()))
+    return false;
+  if (step_opt_tensor(found_inf) && !step_on_tpu(found_inf.toTensor()))
+    return false;
+  if (lr.isTensor() && !step_on_tpu(lr.toTensor()) && !lr.toTensor().is_cpu())
+    return false;
+  return true;
+}
+
+// Runs the tpuc op `index` once per parameter: args_of(i, args) fills its
+// arguments (nargs of them), targets_of(i) gives the arguments its results
+// replace, in order. If the first call is unimplemented, nothing has been
+// written yet and the CPU runs the whole op instead.
+template <class ArgsOf, class TargetsOf>
+void run_steps(const c10::OperatorHandle& op, torch::jit::Stack* stack,
+               int index, size_t nparams, c10::Device device, size_t nargs,
+               ArgsOf args_of, TargetsOf targets_of) {
+  c10::DeviceGuard guard(device);
+  for (size_t i = 0; i < nparams; i++) {
+    tpuc_op_arg args[16] = {};
+    args_of(i, args);
+    // Result k replaces argument targets[k]: its view is written through.
+    std::vector<int> targets = targets_of(i);
+    tpuc_op_options opts{};
+    opts.default_float = TPUC_DTYPE_F32;
+    for (size_t k = 0; k < targets.size(); k++)
+      opts.write_to[k] = &args[targets[k]].view;
+    tpuc_op_result results[TPUC_OP_MAX_RESULTS];
+    size_t nres = 0;
+    tpuc_status* st = tpuc_op_run(client(), device.index(), index, args, nargs,
+                                  &opts, results, TPUC_OP_MAX_RESULTS, &nres);
+    if (st != nullptr && i == 0 && tpuc_status_code(st) == TPUC_UNIMPLEMENTED) {
+      tpuc_status_free(st);  // nothing written yet: the CPU does it all
+      return cpu_fallback_kernel(op, stack);
+    }
+    check(st);
+    tpuc_status* set = nullptr;
+    for (size_t k = 0; k < nres; k++) {
+      if (set == nullptr && k < targets.size() && results[k].value != nullptr)
+        set = tpuc_storage_set_value(args[targets[k]].view.storage,
+                                     results[k].value);
+      tpuc_buffer_release(results[k].value);
+    }
+    check(set);
+  }
+  torch::jit::drop(*stack, op.schema().arguments().size());
+}
+
+// _fused_adam_ / _fused_adamw_: tpuc::adam_step.
 void fused_adam_kernel(const c10::OperatorHandle& op,
                        torch::jit::Stack* stack) {
   static const int step_index = tpuc_op_find("tpuc::adam_step");
@@ -515,92 +617,126 @@ void fused_adam_kernel(const c10::OperatorHandle& op,
   const c10::IValue& grad_scale = (*stack)[base + 13];
   const c10::IValue& found_inf = (*stack)[base + 14];
   bool adamw = op.schema().operator_name().name == "aten::_fused_adamw_";
-  auto on_tpu = [](const at::Tensor& t) {
-    return t.is_privateuseone() && !t.is_conj() && !t.is_neg();
-  };
-  bool ok = step_index >= 0 && params.size() == grads.size() &&
-            params.size() == m1.size() && params.size() == m2.size() &&
-            params.size() == steps.size() &&
-            (!amsgrad || vmax.size() == params.size());
-  for (size_t i = 0; ok && i < params.size(); i++) {
-    ok = on_tpu(params[i]) && on_tpu(grads[i]) && on_tpu(m1[i]) &&
-         on_tpu(m2[i]) && on_tpu(steps[i]) && steps[i].dim() == 0 &&
-         params[i].device() == params[0].device() &&
-         (!amsgrad || on_tpu(vmax[i]));
-  }
-  auto opt_tensor = [&](const c10::IValue& v) {
-    return v.isTensor() && v.toTensor().defined();
-  };
-  if (ok && opt_tensor(grad_scale)) ok = on_tpu(grad_scale.toTensor());
-  if (ok && opt_tensor(found_inf)) ok = on_tpu(found_inf.toTensor());
-  if (ok && lr.isTensor()) ok = on_tpu(lr.toTensor()) || lr.toTensor().is_cpu();
-  if (!ok || params.empty()) return cpu_fallback_kernel(op, stack);
-  c10::DeviceGuard guard(params[0].device());
-  auto scalar = [](double f) {
-    tpuc_op_arg a{};
-    a.kind = TPUC_OP_ARG_SCALAR;
-    a.scalar = TPUC_SCALAR_FLOAT;
-    a.f = f;
-    return a;
-  };
-  auto tensor = [](const at::Tensor& t) {
-    tpuc_op_arg a{};
-    a.kind = TPUC_OP_ARG_TENSOR;
-    a.view = view_of(t);
-    return a;
-  };
-  auto flag = [](bool b) {
-    tpuc_op_arg a{};
-    a.kind = TPUC_OP_ARG_BOOL;
-    a.i = b;
-    return a;
-  };
-  for (size_t i = 0; i < params.size(); i++) {
-    tpuc_op_arg args[16] = {};
-    args[0] = tensor(params[i]);
-    args[1] = tensor(grads[i]);
-    args[2] = tensor(m1[i]);
-    args[3] = tensor(m2[i]);
-    if (amsgrad) args[4] = tensor(vmax[i]);
-    args[5] = tensor(steps[i]);
-    if (lr.isTensor() && lr.toTensor().is_privateuseone())
-      args[6] = tensor(lr.toTensor());
-    else
-      args[6] = scalar(lr.isTensor() ? lr.toTensor().item<double>()
-                                     : lr.toDouble());
-    for (int k = 7; k <= 10; k++) args[k] = scalar((*stack)[base + k].toDouble());
-    args[11] = flag(amsgrad);
-    args[12] = flag(maximize);
-    if (opt_tensor(grad_scale)) args[13] = tensor(grad_scale.toTensor());
-    if (opt_tensor(found_inf)) args[14] = tensor(found_inf.toTensor());
-    args[15] = flag(adamw);
-    tpuc_op_options opts{};
-    opts.default_float = TPUC_DTYPE_F32;
-    std::vector<at::Tensor> targets = {params[i], m1[i], m2[i]};
-    if (amsgrad) targets.push_back(vmax[i]);
-    if (opt_tensor(grad_scale)) targets.push_back(grads[i]);
-    for (size_t k = 0; k < targets.size(); k++)
-      opts.write_to[k] = &args[k == 0 ? 0 : k == 1 ? 2 : k == 2 ? 3
-                                     : (amsgrad && k == 3) ? 4 : 1].view;
-    tpuc_op_result results[TPUC_OP_MAX_RESULTS];
-    size_t nres = 0;
-    tpuc_status* st =
-        tpuc_op_run(client(), params[i].device().index(), step_index, args, 16,
-                    &opts, results, TPUC_OP_MAX_RESULTS, &nres);
-    if (st != nullptr && i == 0 && tpuc_status_code(st) == TPUC_UNIMPLEMENTED) {
-      tpuc_status_free(st);  // nothing written yet: the CPU does it all
-      return cpu_fallback_kernel(op, stack);
-    }
-    check(st);
-    tpuc_status* set = nullptr;
-    for (size_t k = 0; k < nres; k++) {
-      if (set == nullptr && k < targets.size())
-        set = tpuc_storage_set_value(storage_of(targets[k]), results[k].value);
-      tpuc_buffer_release(results[k].value);
-    }
-    check(set);
-  }
-  torch::jit::drop(*stack, nargs);
+  std::vector<std::vector<at::Tensor>> lists = {params, grads, m1, m2, steps};
+  if (amsgrad) lists.push_back(vmax);
+  bool ok = step_index >= 0 && step_lists_ok(lists, lr, grad_scale, found_inf);
+  for (size_t i = 0; ok && i < steps.size(); i++) ok = steps[i].dim() == 0;
+  if (!ok) return cpu_fallback_kernel(op, stack);
+  run_steps(
+      op, stack, step_index, params.size(), params[0].device(), 16,
+      [&](size_t i, tpuc_op_arg* args) {
+        args[0] = step_tensor(params[i]);
+        args[1] = step_tensor(grads[i]);
+        args[2] = step_tensor(m1[i]);
+        args[3] = step_tensor(m2[i]);
+        if (amsgrad) args[4] = step_tensor(vmax[i]);
+        args[5] = step_tensor(steps[i]);
+        args[6] = step_lr(lr);
+        for (int k = 7; k <= 10; k++)
+          args[k] = step_scalar((*stack)[base + k].toDouble());
+        args[11] = step_flag(amsgrad);
+        args[12] = step_flag(maximize);
+        if (step_opt_tensor(grad_scale)) args[13] = step_tensor(grad_scale.toTensor());
+        if (step_opt_tensor(found_inf)) args[14] = step_tensor(found_inf.toTensor());
+        args[15] = step_flag(adamw);
+      },
+      [&](size_t) {
+        std::vector<int> t = {0, 2, 3};
+        if (amsgrad) t.push_back(4);
+        if (step_opt_tensor(grad_scale)) t.push_back(1);
+        return t;
+      });
+}
+
+// _fused_sgd_: tpuc::sgd_step (no momentum buffers when momentum is 0).
+void fused_sgd_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  static const int step_index = tpuc_op_find("tpuc::sgd_step");
+  size_t nargs = op.schema().arguments().size();
+  size_t base = stack->size() - nargs;
+  auto at_ = [&](size_t i) -> const c10::IValue& { return (*stack)[base + i]; };
+  std::vector<at::Tensor> params = at_(0).toTensorVector(),
+                          grads = at_(1).toTensorVector(),
+                          bufs = at_(2).toTensorVector();
+  double weight_decay = at_(3).toDouble(), momentum = at_(4).toDouble();
+  const c10::IValue& lr = at_(5);
+  double dampening = at_(6).toDouble();
+  bool nesterov = at_(7).toBool(), maximize = at_(8).toBool(),
+       first = at_(9).toBool();
+  const c10::IValue& grad_scale = at_(10);
+  const c10::IValue& found_inf = at_(11);
+  bool use_momentum = momentum != 0;
+  std::vector<std::vector<at::Tensor>> lists = {params, grads};
+  if (use_momentum) lists.push_back(bufs);
+  bool ok = step_index >= 0 && step_lists_ok(lists, lr, grad_scale, found_inf);
+  if (!ok) return cpu_fallback_kernel(op, stack);
+  run_steps(
+      op, stack, step_index, params.size(), params[0].device(), 14,
+      [&](size_t i, tpuc_op_arg* args) {
+        args[0] = step_tensor(params[i]);
+        args[1] = step_tensor(grads[i]);
+        if (use_momentum) args[2] = step_tensor(bufs[i]);
+        args[3] = step_lr(lr);
+        args[4] = step_scalar(weight_decay);
+        args[5] = step_scalar(momentum);
+        args[6] = step_scalar(dampening);
+        args[7] = step_flag(nesterov);
+        args[8] = step_flag(maximize);
+        args[9] = step_flag(first);
+        if (step_opt_tensor(grad_scale)) args[10] = step_tensor(grad_scale.toTensor());
+        if (step_opt_tensor(found_inf)) args[11] = step_tensor(found_inf.toTensor());
+        args[12] = step_flag(use_momentum);
+        args[13] = step_flag(weight_decay != 0);
+      },
+      [&](size_t) {
+        std::vector<int> t = {0};
+        if (use_momentum) t.push_back(2);
+        if (step_opt_tensor(grad_scale)) t.push_back(1);
+        return t;
+      });
+}
+
+// _fused_adagrad_: tpuc::adagrad_step (the optimizer counted the step).
+void fused_adagrad_kernel(const c10::OperatorHandle& op,
+                          torch::jit::Stack* stack) {
+  static const int step_index = tpuc_op_find("tpuc::adagrad_step");
+  size_t nargs = op.schema().arguments().size();
+  size_t base = stack->size() - nargs;
+  auto at_ = [&](size_t i) -> const c10::IValue& { return (*stack)[base + i]; };
+  std::vector<at::Tensor> params = at_(0).toTensorVector(),
+                          grads = at_(1).toTensorVector(),
+                          sums = at_(2).toTensorVector(),
+                          steps = at_(3).toTensorVector();
+  const c10::IValue& lr = at_(4);
+  double lr_decay = at_(5).toDouble(), weight_decay = at_(6).toDouble(),
+         eps = at_(7).toDouble();
+  bool maximize = at_(8).toBool();
+  const c10::IValue& grad_scale = at_(9);
+  const c10::IValue& found_inf = at_(10);
+  bool ok = step_index >= 0 &&
+            step_lists_ok({params, grads, sums, steps}, lr, grad_scale, found_inf);
+  for (size_t i = 0; ok && i < steps.size(); i++) ok = steps[i].dim() == 0;
+  if (!ok) return cpu_fallback_kernel(op, stack);
+  run_steps(
+      op, stack, step_index, params.size(), params[0].device(), 12,
+      [&](size_t i, tpuc_op_arg* args) {
+        args[0] = step_tensor(params[i]);
+        args[1] = step_tensor(grads[i]);
+        args[2] = step_tensor(sums[i]);
+        args[3] = step_tensor(steps[i]);
+        args[4] = step_lr(lr);
+        args[5] = step_scalar(lr_decay);
+        args[6] = step_scalar(weight_decay);
+        args[7] = step_scalar(eps);
+        args[8] = step_flag(maximize);
+        if (step_opt_tensor(grad_scale)) args[9] = step_tensor(grad_scale.toTensor());
+        if (step_opt_tensor(found_inf)) args[10] = step_tensor(found_inf.toTensor());
+        args[11] = step_flag(weight_decay != 0);
+      },
+      [&](size_t) {
+        std::vector<int> t = {0, 2};
+        if (step_opt_tensor(grad_scale)) t.push_back(1);
+        return t;
+      });
 }
 
 // GradScaler's _amp_foreach_non_finite_check_and_unscale_(grads,
@@ -670,6 +806,12 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
                            "_fused_adamw_.tensor_lr"})
     m.impl(name,
            torch::CppFunction::makeFromBoxedFunction<&fused_adam_kernel>());
+  for (const char* name : {"_fused_sgd_", "_fused_sgd_.tensor_lr"})
+    m.impl(name,
+           torch::CppFunction::makeFromBoxedFunction<&fused_sgd_kernel>());
+  for (const char* name : {"_fused_adagrad_", "_fused_adagrad_.tensor_lr"})
+    m.impl(name,
+           torch::CppFunction::makeFromBoxedFunction<&fused_adagrad_kernel>());
   m.impl("_amp_foreach_non_finite_check_and_unscale_",
          torch::CppFunction::makeFromBoxedFunction<&amp_unscale_kernel>());
   for (size_t i = 0; i < tpuc_op_table_size(); i++) {

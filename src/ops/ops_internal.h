@@ -202,6 +202,8 @@ tpuc_status* op_lower_copy(op_ctx* c, int param); /* tpuc::copy */
 tpuc_status* op_lower_fill(op_ctx* c, int param); /* fill_, zero_ */
 tpuc_status* op_lower_dropout_backward(op_ctx* c, int param);
 tpuc_status* op_lower_adam_step(op_ctx* c, int param); /* optim.c */
+tpuc_status* op_lower_sgd_step(op_ctx* c, int param);
+tpuc_status* op_lower_adagrad_step(op_ctx* c, int param);
 tpuc_status* op_lower_amp_unscale(op_ctx* c, int param);
 tpuc_status* op_lower_amp_update_scale(op_ctx* c, int param);
 tpuc_status* op_lower_arange(op_ctx* c, int param);

@@ -43,6 +43,9 @@ static tpuc_hlo_value cst(em* e, double v) {
   return out;
 }
 
+static tpuc_status* step_results(em* e, int fi, tpuc_hlo_value* news,
+                                 const int* srcs, size_t n);
+
 /* adam_step(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq?, step, lr,
  *           beta1, beta2, weight_decay, eps, amsgrad, maximize,
  *           grad_scale?, found_inf?, adamw)
@@ -108,7 +111,6 @@ tpuc_status* op_lower_adam_step(op_ctx* c, int param) {
           bin(&e, TPUC_HLO_MUL, step_size, bin(&e, TPUC_HLO_DIV, m2, denom)));
   TRY(e.st);
   tpuc_hlo_value news[5] = {p2, m2, v2, vmax_new, g};
-  tpuc_hlo_value olds[5] = {-1, -1, -1, -1, -1};
   int srcs[5] = {0, 2, 3, 4, 1};
   size_t n = 3;
   if (amsgrad) n++;
@@ -117,23 +119,134 @@ tpuc_status* op_lower_adam_step(op_ctx* c, int param) {
     srcs[n] = 1;
     n++;
   }
-  if (op_is_tensor(c, 14)) {
-    /* found_inf set: keep every tensor as it was. */
+  return step_results(&e, 14, news, srcs, n);
+}
+
+/* The results of a fused optimizer step: news[k] (compute dtype) is
+ * written to argument srcs[k] in its dtype; where the found_inf argument
+ * (index fi) is set, every tensor keeps its old value. */
+static tpuc_status* step_results(em* e, int fi, tpuc_hlo_value* news,
+                                 const int* srcs, size_t n) {
+  op_ctx* c = e->c;
+  if (op_is_tensor(c, fi)) {
     tpuc_hlo_value inf, zero, skip;
-    TRY(op_scalar(c, 14, e.shape.dtype, &e.shape, &inf));
-    TRY(op_const(c, e.shape.dtype, 0.0, &e.shape, &zero));
+    TRY(op_scalar(c, fi, e->shape.dtype, &e->shape, &inf));
+    TRY(op_const(c, e->shape.dtype, 0.0, &e->shape, &zero));
     TRY(tpuc_hlo_compare(c->fn, TPUC_HLO_NE, inf, zero, &skip));
     for (size_t k = 0; k < n; k++) {
       tpuc_hlo_value old;
-      TRY(op_operand(c, srcs[k], e.shape.dtype, &e.shape, &old));
-      olds[k] = old;
-      TRY(tpuc_hlo_select(c->fn, skip, olds[k], news[k], &news[k]));
+      TRY(op_operand(c, srcs[k], e->shape.dtype, &e->shape, &old));
+      TRY(tpuc_hlo_select(c->fn, skip, old, news[k], &news[k]));
     }
   }
   c->nouts = n;
   for (size_t k = 0; k < n; k++)
     TRY(tpuc_hlo_convert(c->fn, news[k], c->types[srcs[k]].dtype, &c->outs[k]));
   return NULL;
+}
+
+/* Checks shared by the per-parameter steps: `ntensors` tensor arguments
+ * from 0 of the parameter's rank, a float parameter. */
+static tpuc_status* step_check(op_ctx* c, int ntensors) {
+  for (int i = 0; i < ntensors; i++)
+    if (!op_is_tensor(c, i)) return op_unimpl("unexpected arguments");
+  if (!tpuc_dtype_is_float(c->types[0].dtype) ||
+      tpuc_dtype_is_complex(c->types[0].dtype))
+    return op_unimpl("non-float parameter");
+  for (int i = 1; i < ntensors; i++)
+    if (c->types[i].rank != c->types[0].rank) return op_unimpl("shapes");
+  return NULL;
+}
+
+/* sgd_step(param, grad, momentum_buffer?, lr, weight_decay, momentum,
+ *          dampening, nesterov, maximize, is_first_step, grad_scale?,
+ *          found_inf?, momentum != 0, weight_decay != 0) -> param
+ *          [, momentum_buffer] [, grad]: one
+ * parameter of _fused_sgd_, PyTorch's SGD update (the gradient unscaled
+ * by grad_scale and written back; nothing changed where found_inf is set).
+ * On the first step the buffer is the gradient. Whether momentum and
+ * weight decay apply are flags (part of the program's key; their values
+ * are operands), as the CPU skips them when 0 (0 * inf would be NaN). */
+tpuc_status* op_lower_sgd_step(op_ctx* c, int param) {
+  (void)param;
+  bool has_buf = op_is_tensor(c, 2);
+  TRY(step_check(c, has_buf ? 3 : 2));
+  int64_t nesterov = 0, maximize = 0, first = 0, momentum = 0, decay = 0;
+  TRY(op_int_arg(c, 7, 0, &nesterov));
+  TRY(op_int_arg(c, 8, 0, &maximize));
+  TRY(op_int_arg(c, 9, 0, &first));
+  TRY(op_int_arg(c, 12, 0, &momentum));
+  TRY(op_int_arg(c, 13, 0, &decay));
+  if (momentum && !has_buf) return op_unimpl("momentum without buffer");
+  em e = {c, NULL, c->types[0]};
+  e.shape.dtype = op_accumulation_dtype(c->types[0].dtype);
+  tpuc_hlo_value p = arg(&e, 0), g = arg(&e, 1), lr = arg(&e, 3),
+                 wd = arg(&e, 4);
+  bool scaled = op_is_tensor(c, 10);
+  if (scaled) g = bin(&e, TPUC_HLO_DIV, g, arg(&e, 10));
+  tpuc_hlo_value d = maximize ? un(&e, TPUC_HLO_NEG, g) : g;
+  if (decay) d = bin(&e, TPUC_HLO_ADD, d, bin(&e, TPUC_HLO_MUL, p, wd));
+  tpuc_hlo_value buf = -1;
+  if (momentum) {
+    tpuc_hlo_value mom = arg(&e, 5), one = cst(&e, 1.0);
+    if (first) {
+      buf = d;
+    } else {
+      buf = bin(&e, TPUC_HLO_ADD, bin(&e, TPUC_HLO_MUL, arg(&e, 2), mom),
+                bin(&e, TPUC_HLO_MUL, d,
+                    bin(&e, TPUC_HLO_SUB, one, arg(&e, 6))));
+    }
+    d = nesterov ? bin(&e, TPUC_HLO_ADD, d, bin(&e, TPUC_HLO_MUL, buf, mom))
+                 : buf;
+  }
+  tpuc_hlo_value p2 = bin(&e, TPUC_HLO_SUB, p, bin(&e, TPUC_HLO_MUL, d, lr));
+  TRY(e.st);
+  tpuc_hlo_value news[3] = {p2, buf, g};
+  int srcs[3] = {0, 2, 1};
+  size_t n = 1;
+  if (momentum) n++;
+  if (scaled) {
+    news[n] = g;
+    srcs[n] = 1;
+    n++;
+  }
+  return step_results(&e, 11, news, srcs, n);
+}
+
+/* adagrad_step(param, grad, state_sum, step, lr, lr_decay, weight_decay,
+ *              eps, maximize, grad_scale?, found_inf?, weight_decay != 0)
+ *              -> param,
+ * state_sum [, grad]: one parameter of _fused_adagrad_ (the step already
+ * counted): sum += g^2; param -= lr / (1 + (step - 1) lr_decay) * g /
+ * (sqrt(sum) + eps). */
+tpuc_status* op_lower_adagrad_step(op_ctx* c, int param) {
+  (void)param;
+  TRY(step_check(c, 3));
+  if (!op_is_tensor(c, 3)) return op_unimpl("unexpected arguments");
+  int64_t maximize = 0, use_wd = 0;
+  TRY(op_int_arg(c, 8, 0, &maximize));
+  TRY(op_int_arg(c, 11, 0, &use_wd));
+  em e = {c, NULL, c->types[0]};
+  e.shape.dtype = op_accumulation_dtype(c->types[0].dtype);
+  tpuc_hlo_value p = arg(&e, 0), g = arg(&e, 1), sum = arg(&e, 2),
+                 step = arg(&e, 3), lr = arg(&e, 4), decay = arg(&e, 5),
+                 wd = arg(&e, 6), eps = arg(&e, 7), one = cst(&e, 1.0);
+  bool scaled = op_is_tensor(c, 9);
+  if (scaled) g = bin(&e, TPUC_HLO_DIV, g, arg(&e, 9));
+  tpuc_hlo_value d = maximize ? un(&e, TPUC_HLO_NEG, g) : g;
+  if (use_wd) d = bin(&e, TPUC_HLO_ADD, d, bin(&e, TPUC_HLO_MUL, p, wd));
+  tpuc_hlo_value clr = bin(
+      &e, TPUC_HLO_DIV, lr,
+      bin(&e, TPUC_HLO_ADD, one,
+          bin(&e, TPUC_HLO_MUL, bin(&e, TPUC_HLO_SUB, step, one), decay)));
+  tpuc_hlo_value sum2 = bin(&e, TPUC_HLO_ADD, sum, bin(&e, TPUC_HLO_MUL, d, d));
+  tpuc_hlo_value std = bin(&e, TPUC_HLO_ADD, un(&e, TPUC_HLO_SQRT, sum2), eps);
+  tpuc_hlo_value p2 = bin(&e, TPUC_HLO_SUB, p,
+                          bin(&e, TPUC_HLO_MUL, clr, bin(&e, TPUC_HLO_DIV, d, std)));
+  TRY(e.st);
+  tpuc_hlo_value news[3] = {p2, sum2, g};
+  int srcs[3] = {0, 2, 1};
+  return step_results(&e, 10, news, srcs, scaled ? 3 : 2);
 }
 
 /* Rank-0 i1: some element of `x` (type `t`) is NaN or infinite. */

@@ -202,6 +202,8 @@ const op_entry op_table_core[] = {
      * per-parameter step of the fused optimizers (tpu_kernels.cpp). */
     {"tpuc::copy", op_lower_copy, 0},
     {"tpuc::adam_step", op_lower_adam_step, 0},
+    {"tpuc::sgd_step", op_lower_sgd_step, 0},
+    {"tpuc::adagrad_step", op_lower_adagrad_step, 0},
     /* GradScaler: the binding walks the gradient list of
      * _amp_foreach_non_finite_check_and_unscale_ (tpu_native.cpp). */
     {"tpuc::amp_unscale", op_lower_amp_unscale, 0},
