@@ -1139,14 +1139,16 @@ static tpuc_status* conv_parse(const op_ctx* c, int o, conv_args* a) {
   int64_t* lists[4] = {a->stride, a->pad, a->dil, a->opad};
   for (int l = 0; l < (a->transposed ? 4 : 3); l++) {
     const tpuc_op_arg* arg = &c->args[o + 3 + (l == 3 ? 4 : l)];
-    /* (an empty output_padding means zeros) */
+    /* (an empty output_padding means zeros; one value stands for every
+     * spatial dim, as padding="valid" passes {0}) */
     bool zeros =
         l == 3 && arg->kind == TPUC_OP_ARG_INT_LIST && arg->list_len == 0;
+    bool one = arg->kind == TPUC_OP_ARG_INT_LIST && arg->list_len == 1;
     if (arg->kind != TPUC_OP_ARG_INT_LIST ||
-        ((int)arg->list_len != a->ns && !zeros))
+        ((int)arg->list_len != a->ns && !zeros && !one))
       return op_unimpl("convolution: unusual stride/padding/dilation");
     for (int i = 0; i < a->ns; i++) {
-      lists[l][i] = zeros ? 0 : arg->list[i];
+      lists[l][i] = zeros ? 0 : arg->list[one ? 0 : i];
       if (lists[l][i] < (l == 1 || l == 3 ? 0 : 1))
         return op_unimpl("convolution: bad stride/padding/dilation (CPU)");
     }

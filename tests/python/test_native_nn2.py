@@ -451,3 +451,22 @@ def test_weight_norm_parametrized_conv_trains_natively():
     want = dict(conv.named_parameters())
     for name, p in dconv.named_parameters():
         torch.testing.assert_close(p.grad.cpu(), want[name].grad, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("ns", [1, 2, 3])
+def test_convolution_with_one_value_for_every_dim(ns):
+    # padding="valid" (SigLIP's patch embedding) reaches aten::convolution
+    # with padding [0], one value for every spatial dim; it used to run on
+    # the CPU, forward and backward.
+    conv = getattr(F, f"conv{ns}d")
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn((2, 3) + (8,) * ns, generator=g)
+    w = torch.randn((4, 3) + (2,) * ns, generator=g)
+    b = torch.randn(4, generator=g)
+    for kw in (dict(stride=2, padding="valid"), dict(padding="valid", dilation=2)):
+        check_grads(lambda x, w, b: conv(x, w, b, **kw), x, w, b, atol=1e-4, rtol=1e-4)
+        tpuc.fallback_reset()
+        out = torch.ops.aten.convolution(tpu(x), tpu(w), tpu(b), [2], [0], [1], False, [0], 1)
+        assert tpuc.fallback_report() == {}, tpuc.fallback_report()
+        close(out, torch.ops.aten.convolution(x, w, b, [2], [0], [1], False, [0], 1),
+              atol=1e-4, rtol=1e-4)
