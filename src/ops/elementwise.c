@@ -346,6 +346,35 @@ tpuc_status* op_lower_linspace(op_ctx* c, int param) {
   return tpuc_hlo_convert(c->fn, v, dt, &c->outs[0]);
 }
 
+/* complex(real, imag) (param 0) and polar(abs, angle) (param 1): a
+ * complex tensor from two real ones of the same float dtype (f32 or f64;
+ * the CPU says why for others), broadcast together; polar is abs *
+ * (cos(angle) + i sin(angle)). */
+tpuc_status* op_lower_complex(op_ctx* c, int param) {
+  if (!op_is_tensor(c, 0) || !op_is_tensor(c, 1))
+    return op_unimpl("unexpected arguments");
+  tpuc_dtype dt = c->types[0].dtype;
+  if ((dt != TPUC_DTYPE_F32 && dt != TPUC_DTYPE_F64) ||
+      c->types[1].dtype != dt)
+    return op_unimpl("complex of these dtypes: the CPU says why");
+  static const int which[2] = {0, 1};
+  tpuc_hlo_type shape;
+  TRY(op_broadcast_shape(c, which, 2, &shape));
+  shape.dtype = dt;
+  tpuc_hlo_value a, b;
+  TRY(op_operand(c, 0, dt, &shape, &a));
+  TRY(op_operand(c, 1, dt, &shape, &b));
+  if (param) {
+    tpuc_hlo_value cs, sn;
+    TRY(tpuc_hlo_unary(c->fn, TPUC_HLO_COSINE, b, &cs));
+    TRY(tpuc_hlo_unary(c->fn, TPUC_HLO_SINE, b, &sn));
+    TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_MUL, a, sn, &b));
+    TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_MUL, a, cs, &a));
+  }
+  c->nouts = 1;
+  return tpuc_hlo_binary(c->fn, TPUC_HLO_COMPLEX, a, b, &c->outs[0]);
+}
+
 /* conj_physical / _conj_physical: complex conjugate (reals unchanged). */
 tpuc_status* op_lower_conj(op_ctx* c, int param) {
   (void)param;

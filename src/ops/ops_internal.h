@@ -208,6 +208,7 @@ tpuc_status* op_lower_amp_unscale(op_ctx* c, int param);
 tpuc_status* op_lower_amp_update_scale(op_ctx* c, int param);
 tpuc_status* op_lower_arange(op_ctx* c, int param);
 tpuc_status* op_lower_linspace(op_ctx* c, int param);
+tpuc_status* op_lower_complex(op_ctx* c, int param);
 tpuc_status* op_lower_conj(op_ctx* c, int param);
 
 /* op_lower_reduce: which reduction, and whether argument 1 is a dim list. */

@@ -1224,7 +1224,8 @@ static bool complex_ok(const char* name) {
       "scatter_add_", "index_put", "index_put_", "_index_put_impl_",
       "masked_fill", "masked_fill_", "index", "cumsum", "cumsum_",
       "cumprod", "cumprod_", "addmm", "addmm_", "addmv", "addmv_", "mv",
-      "dot", "vdot", "baddbmm", "baddbmm_", "linalg_vector_norm"};
+      "dot", "vdot", "baddbmm", "baddbmm_", "linalg_vector_norm",
+      "complex", "polar"};
   const char* base = strstr(name, "::");
   base = base ? base + 2 : name;
   size_t len = strcspn(base, ".");

@@ -195,6 +195,8 @@ const op_entry op_table_core[] = {
     {"aten::arange.start_step", op_lower_arange, 3},
     {"aten::linspace", op_lower_linspace, 0},
     {"aten::logspace", op_lower_linspace, 1},
+    {"aten::complex", op_lower_complex, 0},
+    {"aten::polar", op_lower_complex, 1},
     /* GradScaler's scale update (optim.c): scale and growth tracker both
      * written in place, scale returned. */
     {"aten::_amp_update_scale_", op_lower_amp_update_scale, 0},

@@ -238,3 +238,29 @@ def test_products_refused(dtype):
         torch.mv(dev(a), dev(b[0]))
     with pytest.raises(RuntimeError):
         torch.dot(dev(a[0]), dev(torch.randn(4)))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_complex_and_polar_are_native(dtype):
+    # torch.complex and torch.polar (Llama 4's rotary frequencies) built a
+    # complex tensor on the CPU; broadcasting and autograd through them.
+    g = torch.Generator().manual_seed(0)
+    a = torch.randn(3, 4, generator=g, dtype=dtype).abs()
+    b = torch.randn(1, 4, generator=g, dtype=dtype) * 4
+    for fn in (torch.complex, torch.polar):
+        tpuc.fallback_reset()
+        out = fn(a.to("tpu"), b.to("tpu"))
+        assert tpuc.fallback_report() == {}, tpuc.fallback_report()
+        want = fn(a, b)
+        assert out.dtype == want.dtype and out.shape == want.shape
+        torch.testing.assert_close(out.cpu(), want, **tol(dtype))
+        leaves = [t.clone().requires_grad_() for t in (a, b)]
+        dleaves = [t.to("tpu").requires_grad_() for t in (a, b)]
+        fn(*leaves).abs().sum().backward()
+        fn(*dleaves).abs().sum().backward()
+        for d, c in zip(dleaves, leaves):
+            torch.testing.assert_close(d.grad.cpu(), c.grad, **tol(dtype))
+    for devname in ("cpu", "tpu"):
+        with pytest.raises(RuntimeError, match="Expected object of scalar type Float"):
+            torch.complex(torch.ones(2, device=devname),
+                          torch.ones(2, dtype=torch.float64, device=devname))
