@@ -795,6 +795,214 @@ static tpuc_status* lower_weight_norm(op_ctx* c, int backward) {
 }
 
 /* ---------------------------------------------------------------------- */
+/* The fused RNN cells PyTorch calls for PrivateUse1 devices (RNN.cpp's
+ * LSTMCell and GRUCell take this path for tpu as for CUDA, and the CPU has
+ * no kernel of them). Gates are the last dim of [B, kH] (or [kH]) tensors;
+ * the compute dtype is f32 for half floats. */
+
+/* Chunk j of k along the last dim of x (type t). */
+static V rnn_chunk(em* e, V x, const tpuc_hlo_type* t, int k, int j) {
+  int64_t lo[TPUC_MAX_RANK] = {0}, hi[TPUC_MAX_RANK], one[TPUC_MAX_RANK];
+  for (int d = 0; d < t->rank; d++) {
+    hi[d] = t->dims[d];
+    one[d] = 1;
+  }
+  int64_t h = t->dims[t->rank - 1] / k;
+  lo[t->rank - 1] = h * j;
+  hi[t->rank - 1] = h * (j + 1);
+  V out = -1;
+  if (e->st == NULL)
+    e->st = tpuc_hlo_slice(e->c->fn, x, lo, hi, one, &out);
+  return out;
+}
+
+static V rnn_cat(em* e, const V* xs, size_t n, int rank) {
+  V out = -1;
+  if (e->st == NULL)
+    e->st = tpuc_hlo_concatenate(e->c->fn, xs, n, rank - 1, &out);
+  return out;
+}
+
+/* Gates plus an optional bias argument i ([kH], broadcast over rows). */
+static V rnn_add_bias(em* e, V gates, const tpuc_hlo_type* t, int i) {
+  if (op_is_none(e->c, i)) return gates;
+  V b = e_cvt(e, e->c->vals[i], e->shape.dtype);
+  int64_t map = t->rank - 1;
+  return e_add(e, gates, e_bcast(e, b, t->dims, t->rank, &map));
+}
+
+/* Sum over every dim but the last (a bias's gradient). */
+static V rnn_bias_grad(em* e, V g, const tpuc_hlo_type* t) {
+  if (t->rank == 1) return g;
+  int64_t d0 = 0;
+  return e_sum(e, g, &d0, 1);
+}
+
+static bool rnn_gates_ok(const op_ctx* c, int i, int k, const tpuc_hlo_type* like) {
+  const tpuc_hlo_type* t = &c->types[i];
+  if (!op_is_tensor(c, i) || t->rank < 1 || t->rank > 2 ||
+      t->dims[t->rank - 1] % k != 0 || !is_float(t->dtype))
+    return false;
+  return like == NULL || tpuc_hlo_type_equal(t, like);
+}
+
+/* _thnn_fused_lstm_cell(input_gates, hidden_gates, cx, input_bias?,
+ * hidden_bias?) -> (hy, cy, workspace): gates i, f, g, o (sigmoid,
+ * sigmoid, tanh, sigmoid) of the summed gates; cy = f cx + i g, hy = o
+ * tanh(cy); the workspace keeps the activated gates. */
+static tpuc_status* lower_lstm_cell(op_ctx* c, int param) {
+  (void)param;
+  const tpuc_hlo_type* t = &c->types[0];
+  if (!rnn_gates_ok(c, 0, 4, NULL) || !rnn_gates_ok(c, 1, 4, t) ||
+      !op_is_tensor(c, 2) || op_is_none(c, 3) != op_is_none(c, 4))
+    return op_unimpl("lstm cell: unusual arguments");
+  tpuc_hlo_type ht = *t;
+  ht.dims[t->rank - 1] /= 4;
+  if (!tpuc_hlo_type_equal(&c->types[2], &ht))
+    return op_unimpl("lstm cell: cx's shape");
+  tpuc_dtype acc = op_accumulation_dtype(t->dtype);
+  em e = em_make(c, acc, t);
+  V gates = e_add(&e, e_cvt(&e, c->vals[0], acc), e_cvt(&e, c->vals[1], acc));
+  gates = rnn_add_bias(&e, gates, t, 3);
+  gates = rnn_add_bias(&e, gates, t, 4);
+  V act[4];
+  for (int j = 0; j < 4; j++)
+    act[j] = e_un(&e, j == 2 ? TPUC_HLO_TANH : TPUC_HLO_LOGISTIC,
+                  rnn_chunk(&e, gates, t, 4, j));
+  V cx = e_cvt(&e, c->vals[2], acc);
+  V cy = e_add(&e, e_mul(&e, act[1], cx), e_mul(&e, act[0], act[2]));
+  V hy = e_mul(&e, act[3], e_tanh(&e, cy));
+  c->outs[0] = e_cvt(&e, hy, t->dtype);
+  c->outs[1] = e_cvt(&e, cy, t->dtype);
+  c->outs[2] = e_cvt(&e, rnn_cat(&e, act, 4, t->rank), t->dtype);
+  c->nouts = 3;
+  return e.st;
+}
+
+/* _thnn_fused_lstm_cell_backward_impl(grad_hy?, grad_cy?, cx, cy,
+ * workspace, has_bias) -> (grad_gates, grad_cx, grad_bias?). */
+static tpuc_status* lower_lstm_cell_bw(op_ctx* c, int param) {
+  (void)param;
+  const tpuc_hlo_type* t = &c->types[4];
+  if (!rnn_gates_ok(c, 4, 4, NULL) || !op_is_tensor(c, 2) ||
+      !op_is_tensor(c, 3) || (op_is_none(c, 0) && op_is_none(c, 1)))
+    return op_unimpl("lstm cell backward: unusual arguments");
+  int64_t has_bias = 0;
+  TRY(op_int_arg(c, 5, 0, &has_bias));
+  tpuc_hlo_type ht = *t;
+  ht.dims[t->rank - 1] /= 4;
+  for (int i = 0; i < 4; i++)
+    if (!op_is_none(c, i) && !tpuc_hlo_type_equal(&c->types[i], &ht))
+      return op_unimpl("lstm cell backward: shapes");
+  tpuc_dtype acc = op_accumulation_dtype(t->dtype);
+  em e = em_make(c, acc, &ht);
+  V ws = e_cvt(&e, c->vals[4], acc);
+  V ig = rnn_chunk(&e, ws, t, 4, 0), fg = rnn_chunk(&e, ws, t, 4, 1),
+    cg = rnn_chunk(&e, ws, t, 4, 2), og = rnn_chunk(&e, ws, t, 4, 3);
+  V cx = e_cvt(&e, c->vals[2], acc), cy = e_cvt(&e, c->vals[3], acc);
+  V one = e_k(&e, 1.0);
+  V tcy = e_tanh(&e, cy);
+  V ghy = op_is_none(c, 0) ? e_k(&e, 0.0) : e_cvt(&e, c->vals[0], acc);
+  V gcy = op_is_none(c, 1) ? e_k(&e, 0.0) : e_cvt(&e, c->vals[1], acc);
+  V gog = e_mul(&e, ghy, tcy);
+  V gc = e_add(&e, e_mul(&e, e_mul(&e, ghy, og), e_sub(&e, one, e_mul(&e, tcy, tcy))),
+               gcy);
+  V pre[4];
+  pre[0] = e_mul(&e, e_mul(&e, gc, cg), e_mul(&e, ig, e_sub(&e, one, ig)));
+  pre[1] = e_mul(&e, e_mul(&e, gc, cx), e_mul(&e, fg, e_sub(&e, one, fg)));
+  pre[2] = e_mul(&e, e_mul(&e, gc, ig), e_sub(&e, one, e_mul(&e, cg, cg)));
+  pre[3] = e_mul(&e, gog, e_mul(&e, og, e_sub(&e, one, og)));
+  V gg = rnn_cat(&e, pre, 4, t->rank);
+  c->outs[0] = e_cvt(&e, gg, t->dtype);
+  c->outs[1] = e_cvt(&e, e_mul(&e, gc, fg), t->dtype);
+  c->outs[2] = -1;
+  if (has_bias) {
+    em eg = em_make(c, acc, t);
+    c->outs[2] = e_cvt(&eg, rnn_bias_grad(&eg, gg, t), t->dtype);
+    if (e.st == NULL) e.st = eg.st;
+  }
+  c->nouts = 3;
+  return e.st;
+}
+
+/* _thnn_fused_gru_cell(input_gates, hidden_gates, hx, input_bias?,
+ * hidden_bias?) -> (hy, workspace): r = sigmoid(i_r + h_r), z =
+ * sigmoid(i_z + h_z), n = tanh(i_n + r h_n), hy = n + z (hx - n); the
+ * workspace keeps r, z, n, h_n and hx. */
+static tpuc_status* lower_gru_cell(op_ctx* c, int param) {
+  (void)param;
+  const tpuc_hlo_type* t = &c->types[0];
+  if (!rnn_gates_ok(c, 0, 3, NULL) || !rnn_gates_ok(c, 1, 3, t) ||
+      !op_is_tensor(c, 2) || op_is_none(c, 3) != op_is_none(c, 4))
+    return op_unimpl("gru cell: unusual arguments");
+  tpuc_hlo_type ht = *t;
+  ht.dims[t->rank - 1] /= 3;
+  if (!tpuc_hlo_type_equal(&c->types[2], &ht))
+    return op_unimpl("gru cell: hx's shape");
+  tpuc_dtype acc = op_accumulation_dtype(t->dtype);
+  em e = em_make(c, acc, t);
+  V in = rnn_add_bias(&e, e_cvt(&e, c->vals[0], acc), t, 3);
+  V hid = rnn_add_bias(&e, e_cvt(&e, c->vals[1], acc), t, 4);
+  V r = e_un(&e, TPUC_HLO_LOGISTIC, e_add(&e, rnn_chunk(&e, in, t, 3, 0),
+                                            rnn_chunk(&e, hid, t, 3, 0)));
+  V z = e_un(&e, TPUC_HLO_LOGISTIC, e_add(&e, rnn_chunk(&e, in, t, 3, 1),
+                                            rnn_chunk(&e, hid, t, 3, 1)));
+  V hn = rnn_chunk(&e, hid, t, 3, 2);
+  V n = e_tanh(&e, e_add(&e, rnn_chunk(&e, in, t, 3, 2), e_mul(&e, r, hn)));
+  V hx = e_cvt(&e, c->vals[2], acc);
+  V hy = e_add(&e, n, e_mul(&e, z, e_sub(&e, hx, n)));
+  V ws[5] = {r, z, n, hn, hx};
+  c->outs[0] = e_cvt(&e, hy, t->dtype);
+  c->outs[1] = e_cvt(&e, rnn_cat(&e, ws, 5, t->rank), t->dtype);
+  c->nouts = 2;
+  return e.st;
+}
+
+/* _thnn_fused_gru_cell_backward(grad_hy, workspace, has_bias) ->
+ * (grad_input_gates, grad_hidden_gates, grad_hx, grad_input_bias?,
+ * grad_hidden_bias?). */
+static tpuc_status* lower_gru_cell_bw(op_ctx* c, int param) {
+  (void)param;
+  const tpuc_hlo_type* ht = &c->types[0];
+  if (!op_is_tensor(c, 0) || !rnn_gates_ok(c, 1, 5, NULL))
+    return op_unimpl("gru cell backward: unusual arguments");
+  const tpuc_hlo_type* wt = &c->types[1];
+  if (ht->rank != wt->rank || ht->dims[ht->rank - 1] * 5 != wt->dims[wt->rank - 1])
+    return op_unimpl("gru cell backward: shapes");
+  int64_t has_bias = 0;
+  TRY(op_int_arg(c, 2, 0, &has_bias));
+  tpuc_dtype acc = op_accumulation_dtype(wt->dtype);
+  em e = em_make(c, acc, ht);
+  V ws = e_cvt(&e, c->vals[1], acc);
+  V r = rnn_chunk(&e, ws, wt, 5, 0), z = rnn_chunk(&e, ws, wt, 5, 1),
+    n = rnn_chunk(&e, ws, wt, 5, 2), hn = rnn_chunk(&e, ws, wt, 5, 3),
+    hx = rnn_chunk(&e, ws, wt, 5, 4);
+  V go = e_cvt(&e, c->vals[0], acc), one = e_k(&e, 1.0);
+  V omz = e_sub(&e, one, z);
+  V gz = e_mul(&e, e_mul(&e, go, e_sub(&e, hx, n)), e_mul(&e, omz, z));
+  V ghx = e_mul(&e, go, z);
+  V gn = e_mul(&e, e_mul(&e, go, omz), e_sub(&e, one, e_mul(&e, n, n)));
+  V ghn = e_mul(&e, gn, r);
+  V gr = e_mul(&e, e_mul(&e, gn, hn), e_mul(&e, e_sub(&e, one, r), r));
+  V gi[3] = {gr, gz, gn}, gh[3] = {gr, gz, ghn};
+  tpuc_hlo_type gt = *wt;
+  gt.dims[gt.rank - 1] = ht->dims[ht->rank - 1] * 3;
+  V gin = rnn_cat(&e, gi, 3, ht->rank), ghid = rnn_cat(&e, gh, 3, ht->rank);
+  c->outs[0] = e_cvt(&e, gin, wt->dtype);
+  c->outs[1] = e_cvt(&e, ghid, wt->dtype);
+  c->outs[2] = e_cvt(&e, ghx, wt->dtype);
+  c->outs[3] = c->outs[4] = -1;
+  if (has_bias) {
+    em eg = em_make(c, acc, &gt);
+    c->outs[3] = e_cvt(&eg, rnn_bias_grad(&eg, gin, &gt), wt->dtype);
+    c->outs[4] = e_cvt(&eg, rnn_bias_grad(&eg, ghid, &gt), wt->dtype);
+    if (e.st == NULL) e.st = eg.st;
+  }
+  c->nouts = 5;
+  return e.st;
+}
+
+/* ---------------------------------------------------------------------- */
 /* Losses. Reduction: 0 none, 1 mean, 2 sum. */
 
 /* nll_loss_forward / nll_loss2d_forward(self, target, weight, reduction,
@@ -4224,6 +4432,10 @@ const op_entry op_table_nn[] = {
     {"aten::native_layer_norm_backward", lower_layer_norm_bw, 0},
     {"aten::native_layer_norm_backward.out", lower_layer_norm_bw, 0},
     {"aten::_weight_norm_interface", lower_weight_norm, 0},
+    {"aten::_thnn_fused_lstm_cell", lower_lstm_cell, 0},
+    {"aten::_thnn_fused_lstm_cell_backward_impl", lower_lstm_cell_bw, 0},
+    {"aten::_thnn_fused_gru_cell", lower_gru_cell, 0},
+    {"aten::_thnn_fused_gru_cell_backward", lower_gru_cell_bw, 0},
     {"aten::_weight_norm_interface_backward", lower_weight_norm, 1},
     {"aten::gelu", lower_act, ACT_GELU},
     {"aten::gelu_", lower_act, ACT_GELU},

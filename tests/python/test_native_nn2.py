@@ -470,3 +470,55 @@ def test_convolution_with_one_value_for_every_dim(ns):
         assert tpuc.fallback_report() == {}, tpuc.fallback_report()
         close(out, torch.ops.aten.convolution(x, w, b, [2], [0], [1], False, [0], 1),
               atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("cls", ["LSTM", "GRU", "LSTMCell", "GRUCell"])
+@pytest.mark.parametrize("bias", [True, False])
+def test_lstm_and_gru_run_their_fused_cells_on_tpu(cls, bias):
+    # PyTorch's RNN code calls _thnn_fused_lstm_cell / _thnn_fused_gru_cell
+    # for a PrivateUse1 device, as for CUDA; the CPU has no kernel of them,
+    # so nn.LSTM and nn.GRU raised NotImplementedError on tpu.
+    import copy
+    torch.manual_seed(0)
+    cell = cls.endswith("Cell")
+    m = (getattr(torch.nn, cls)(8, 16, bias=bias) if cell else
+         getattr(torch.nn, cls)(8, 16, num_layers=2, bias=bias, bidirectional=True,
+                                batch_first=True))
+    dm = copy.deepcopy(m).to("tpu")
+    g = torch.Generator().manual_seed(1)
+    inputs = [torch.randn(3, 8, generator=g), torch.randn(8, generator=g)] if cell else \
+        [torch.randn(3, 5, 8, generator=g)]
+    for x in inputs:
+        m.zero_grad()
+        dm.zero_grad()
+        y = m(x)
+        y = y[0] if isinstance(y, tuple) else y
+        w = torch.linspace(0, 1, y.numel()).reshape(y.shape)
+        (y * w).sum().backward()
+        tpuc.fallback_reset()
+        dy = dm(x.to("tpu"))
+        dy = dy[0] if isinstance(dy, tuple) else dy
+        (dy * w.to("tpu")).sum().backward()
+        assert tpuc.fallback_report() == {}, tpuc.fallback_report()
+        close(dy, y, atol=1e-5, rtol=1e-5)
+        for p, q in zip(dm.parameters(), m.parameters()):
+            close(p.grad, q.grad, atol=1e-5, rtol=1e-5)
+
+
+def test_lstm_on_packed_sequences_and_in_bfloat16():
+    import copy
+    from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+    torch.manual_seed(0)
+    m = torch.nn.LSTM(4, 6, batch_first=True)
+    dm = copy.deepcopy(m).to("tpu")
+    x = torch.randn(3, 5, 4)
+    lengths = torch.tensor([5, 3, 2])
+    y, _ = pad_packed_sequence(m(pack_padded_sequence(x, lengths, batch_first=True))[0],
+                               batch_first=True)
+    dy, _ = pad_packed_sequence(dm(pack_padded_sequence(x.to("tpu"), lengths,
+                                                        batch_first=True))[0], batch_first=True)
+    close(dy, y, atol=1e-5, rtol=1e-5)
+    hm = copy.deepcopy(m).to("tpu", torch.bfloat16)
+    hy = hm(x.to("tpu", torch.bfloat16))[0]
+    assert hy.dtype == torch.bfloat16
+    torch.testing.assert_close(hy.float().cpu(), m(x)[0], atol=3e-2, rtol=3e-2)
