@@ -1469,7 +1469,79 @@ static tpuc_status* lower_repeat(op_ctx* c, int param) {
 
 /* -------------------------------- table -------------------------------- */
 
+/* unfold_backward(grad, input_sizes, dim, size, step): the gradient of
+ * x.unfold(dim, size, step): window i's element j adds to position
+ * i * step + j of `dim` (windows overlap when step < size). The windows
+ * are laid out along `dim` first and scattered in one add. */
+static tpuc_status* lower_unfold_backward(op_ctx* c, int param) {
+  (void)param;
+  if (!op_is_tensor(c, 0) || c->args[1].kind != TPUC_OP_ARG_INT_LIST)
+    return op_unimpl("unexpected arguments");
+  const tpuc_hlo_type* g = &c->types[0];
+  int rank = (int)c->args[1].list_len;
+  int64_t dim = 0, size = 0, step = 0;
+  TRY(op_int_arg(c, 2, 0, &dim));
+  TRY(op_int_arg(c, 3, 0, &size));
+  TRY(op_int_arg(c, 4, 0, &step));
+  if (rank == 0) rank = 1; /* a 0-d input unfolds as [1] */
+  if (g->rank != rank + 1 || dim < 0 || dim >= rank || size < 1 || step < 1 ||
+      g->dims[rank] != size)
+    return op_unimpl("unfold_backward: unusual arguments");
+  int64_t L = c->args[1].list_len ? c->args[1].list[dim] : 1;
+  int64_t n = g->dims[dim];
+  if (n < 1 || (n - 1) * step + size > L)
+    return op_unimpl("unfold_backward: windows outside the input");
+  tpuc_dtype dt = g->dtype;
+  if (dt == TPUC_DTYPE_PRED) return op_unimpl("bool gradient");
+  /* grad [pre, n, post, size] -> [n, size, pre, post] -> [n*size, rest] */
+  int64_t perm[TPUC_MAX_RANK + 1], rest[TPUC_MAX_RANK], nrest = 0;
+  int k = 0;
+  perm[k++] = dim;
+  perm[k++] = rank;
+  for (int d = 0; d < rank; d++)
+    if (d != dim) {
+      perm[k++] = d;
+      rest[nrest++] = g->dims[d];
+    }
+  tpuc_hlo_value x, idx, into;
+  TRY(tpuc_hlo_transpose(c->fn, c->vals[0], perm, &x));
+  int64_t flat[TPUC_MAX_RANK + 1];
+  flat[0] = n * size;
+  for (int d = 0; d < nrest; d++) flat[d + 1] = rest[d];
+  TRY(tpuc_hlo_reshape(c->fn, x, flat, (int)nrest + 1, &x));
+  /* index of (i, j) = i * step + j, as [n*size, 1] */
+  int64_t ij[2] = {n, size};
+  tpuc_hlo_type it = tpuc_hlo_type_make(TPUC_DTYPE_S64, ij, 2);
+  tpuc_hlo_value i, j, st;
+  TRY(tpuc_hlo_iota(c->fn, &it, 0, &i));
+  TRY(tpuc_hlo_iota(c->fn, &it, 1, &j));
+  TRY(op_const(c, TPUC_DTYPE_S64, (double)step, &it, &st));
+  TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_MUL, i, st, &i));
+  TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_ADD, i, j, &idx));
+  int64_t col[2] = {n * size, 1};
+  TRY(tpuc_hlo_reshape(c->fn, idx, col, 2, &idx));
+  int64_t odims[TPUC_MAX_RANK + 1];
+  odims[0] = L;
+  for (int d = 0; d < nrest; d++) odims[d + 1] = rest[d];
+  tpuc_hlo_type ot = tpuc_hlo_type_make(dt, odims, (int)nrest + 1);
+  TRY(op_const(c, dt, 0.0, &ot, &into));
+  tpuc_hlo_fn* body = NULL;
+  TRY(tpuc_hlo_region_binary(c->module, dt, TPUC_HLO_ADD, &body));
+  TRY(op_scatter_first(c->fn, into, idx, x, body, false, &x));
+  /* [L, rest] -> the input's dim order */
+  int64_t back[TPUC_MAX_RANK];
+  for (int d = 0, r = 1; d < rank; d++) back[d] = d == dim ? 0 : r++;
+  TRY(tpuc_hlo_transpose(c->fn, x, back, &x));
+  if (c->args[1].list_len == 0) {
+    TRY(tpuc_hlo_reshape(c->fn, x, NULL, 0, &x));
+  }
+  c->outs[0] = x;
+  c->nouts = 1;
+  return NULL;
+}
+
 const op_entry op_table_index[] = {
+    {"aten::unfold_backward", lower_unfold_backward, 0},
     {"aten::cat", lower_cat, 0},
     {"aten::cat.out", lower_cat, 0},
     {"aten::index_select", lower_index_select, 0},

@@ -447,3 +447,29 @@ def test_embedding_grad():
     F.embedding(idx.to("tpu"), wd, padding_idx=1).pow(2).sum().backward()
     torch.testing.assert_close(wd.grad.cpu(), w.grad)
     assert "aten::embedding_dense_backward" not in tpuc.fallback_report()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.int64])
+def test_unfold_backward_is_native(dtype):
+    # Tensor.unfold's gradient (and istft's overlap-add) ran on the CPU:
+    # overlapping, touching and gapped windows, any dim, exactly the CPU's.
+    import tpuc
+    g = torch.Generator().manual_seed(0)
+    for shape, dim, size, step in [((10,), 0, 3, 2), ((4, 12, 3), 1, 4, 4), ((4, 12, 3), 1, 5, 2),
+                                   ((2, 3, 9), 2, 9, 1), ((7, 2), 0, 2, 3), ((3, 8), 1, 3, 1)]:
+        windows = torch.empty(shape).unfold(dim, size, step).shape
+        grad = (torch.randn(windows, generator=g) * 4).round().to(dtype)
+        want = torch.ops.aten.unfold_backward(grad, list(shape), dim, size, step)
+        tpuc.fallback_reset()
+        got = torch.ops.aten.unfold_backward(grad.to("tpu"), list(shape), dim, size, step)
+        assert tpuc.fallback_report() == {}, tpuc.fallback_report()
+        assert got.dtype == want.dtype and torch.equal(got.cpu(), want), (shape, dim, size, step)
+    if dtype == torch.float32:
+        x = torch.randn(2, 400, generator=g)
+        win = torch.hann_window(64)
+        spec = torch.stft(x, 64, hop_length=16, window=win, return_complex=True)
+        tpuc.fallback_reset()
+        y = torch.istft(spec.to("tpu"), 64, hop_length=16, window=win.to("tpu"), length=400)
+        assert tpuc.fallback_report() == {}, tpuc.fallback_report()
+        torch.testing.assert_close(y.cpu(), torch.istft(spec, 64, hop_length=16, window=win,
+                                                        length=400), atol=1e-5, rtol=1e-5)
