@@ -3827,6 +3827,196 @@ static tpuc_status* lower_grid_sampler(op_ctx* c, int ns) {
   return e.st;
 }
 
+/* grid_sampler_{2,3}d_backward(grad_output, input, grid, mode, padding,
+ * align_corners, output_mask) -> (grad_input, grad_grid) for bilinear and
+ * nearest sampling with zeros or border padding (reflection: the CPU).
+ * grad_input adds each output's gradient, times its corner weights, into
+ * the corners it read; grad_grid is the derivative of the bilinear weights
+ * (nearest: zero) through the unnormalization, and zero where border
+ * padding clipped the coordinate (the borders count as clipped, as on the
+ * CPU). */
+static tpuc_status* lower_grid_sampler_bw(op_ctx* c, int ns) {
+  const tpuc_op_arg* ma = &c->args[6];
+  if (!op_is_tensor(c, 0) || !op_is_tensor(c, 1) || !op_is_tensor(c, 2) ||
+      c->args[3].kind != TPUC_OP_ARG_INT ||
+      c->args[4].kind != TPUC_OP_ARG_INT ||
+      c->args[5].kind != TPUC_OP_ARG_BOOL || ma->kind != TPUC_OP_ARG_INT_LIST ||
+      ma->list_len != 2)
+    return op_unimpl("unexpected arguments");
+  int mode = (int)c->args[3].i, pad = (int)c->args[4].i;
+  bool align = c->args[5].i != 0, want_in = ma->list[0] != 0,
+       want_grid = ma->list[1] != 0;
+  const tpuc_hlo_type* t = &c->types[1];
+  const tpuc_hlo_type* gt = &c->types[2];
+  const tpuc_hlo_type* got = &c->types[0];
+  tpuc_dtype dt = t->dtype, acc = dt;
+  int r = ns + 2;
+  if (dt == TPUC_DTYPE_F16 || !is_float(dt) || t->rank != r ||
+      gt->rank != r || gt->dtype != dt || got->dtype != dt ||
+      got->rank != r || gt->dims[0] != t->dims[0] || gt->dims[r - 1] != ns ||
+      (mode != 0 && mode != 1) || (pad != 0 && pad != 1))
+    return op_unimpl("grid_sampler backward: this case runs on the CPU");
+  if (tpuc_hlo_type_num_elements(t) == 0 || tpuc_hlo_type_num_elements(gt) == 0)
+    return op_unimpl("empty grid_sampler: CPU");
+  int64_t N = t->dims[0], C = t->dims[1], PS = 1, PO = 1;
+  int64_t S[3], O[3], stride[3];
+  for (int d = 0; d < ns; d++) {
+    S[d] = t->dims[2 + d];
+    O[d] = gt->dims[1 + d];
+    PS *= S[d];
+    PO *= O[d];
+    if (got->dims[2 + d] != O[d] || got->dims[0] != N || got->dims[1] != C)
+      return op_unimpl("grid_sampler backward: grad_output's shape");
+  }
+  for (int d = ns - 1, st = 1; d >= 0; d--) {
+    stride[d] = st;
+    st *= (int)S[d];
+  }
+  tpuc_hlo_type ct = *gt;
+  ct.rank = r - 1;
+  ct.dtype = acc;
+  em e = em_make(c, acc, &ct);
+  tpuc_hlo_type it = ct;
+  it.dtype = TPUC_DTYPE_S64;
+  em ei = em_make(c, TPUC_DTYPE_S64, &it);
+  V grid = e_cvt(&e, c->vals[2], acc), src[3], inb[3];
+  for (int d = 0; d < ns; d++) {
+    int64_t st[TPUC_MAX_RANK] = {0}, lim[TPUC_MAX_RANK];
+    for (int k = 0; k < r; k++) lim[k] = gt->dims[k];
+    st[r - 1] = ns - 1 - d;
+    lim[r - 1] = st[r - 1] + 1;
+    V g = -1;
+    if (e.st == NULL) e.st = tpuc_hlo_slice(c->fn, grid, st, lim, NULL, &g);
+    g = e_reshape(&e, g, ct.dims, ct.rank);
+    src[d] = grid_source(&e, g, S[d], 0, align, ns == 2);
+    inb[d] = -1;
+    if (pad == 1) {
+      V hi = e_k(&e, (double)(S[d] - 1)), zero = e_k(&e, 0.0);
+      inb[d] = e_and(&e, e_cmp(&e, TPUC_HLO_GT, src[d], zero),
+                     e_cmp(&e, TPUC_HLO_LT, src[d], hi));
+      src[d] = e_min(&e, hi, e_max(&e, src[d], zero));
+    }
+  }
+  V lo[3], w0[3], w1[3];
+  for (int d = 0; d < ns; d++) {
+    if (mode == 1) {
+      lo[d] = e_cvt(&e, e_un(&e, TPUC_HLO_ROUND_NEAREST_EVEN, src[d]),
+                    TPUC_DTYPE_S64);
+      continue;
+    }
+    V f = e_un(&e, TPUC_HLO_FLOOR, src[d]);
+    lo[d] = e_cvt(&e, f, TPUC_DTYPE_S64);
+    w1[d] = e_sub(&e, src[d], f);
+    w0[d] = e_sub(&e, e_k(&e, 1.0), w1[d]);
+  }
+  int64_t od[TPUC_MAX_RANK], perm[TPUC_MAX_RANK];
+  od[0] = N;
+  for (int d = 0; d < ns; d++) od[1 + d] = O[d];
+  od[r - 1] = C;
+  tpuc_hlo_type ot = tpuc_hlo_type_make(acc, od, r);
+  em eo = em_make(c, acc, &ot);
+  int64_t bmap[TPUC_MAX_RANK];
+  for (int k = 0; k < r - 1; k++) bmap[k] = k;
+  /* grad_output and the input as [N, out..., C] and rows [N * prod(S), C] */
+  perm[0] = 0;
+  for (int d = 0; d < ns; d++) perm[1 + d] = 2 + d;
+  perm[r - 1] = 1;
+  V go = -1, xr = -1;
+  if (eo.st == NULL) eo.st = tpuc_hlo_transpose(c->fn, c->vals[0], perm, &go);
+  go = e_cvt(&eo, go, acc);
+  int64_t rows[2] = {N * PS, C}, m = N * PO, mrows[2] = {m, C}, mi[2] = {m, 1};
+  tpuc_hlo_type rt = tpuc_hlo_type_make(acc, rows, 2);
+  em er = em_make(c, acc, &rt);
+  if (want_grid && mode == 0) {
+    if (er.st == NULL) er.st = tpuc_hlo_transpose(c->fn, c->vals[1], perm, &xr);
+    xr = e_reshape(&er, e_cvt(&er, xr, acc), rows, 2);
+  }
+  V gin = want_in ? e_k(&er, 0.0) : -1;
+  V gsrc[3] = {-1, -1, -1};
+  V n_base = e_mul(&ei, e_iota(&ei, &it, 0), e_k(&ei, (double)PS));
+  int ncorner = mode == 1 ? 1 : 1 << ns;
+  for (int q = 0; q < ncorner; q++) {
+    V valid = -1, flat = n_base, w = -1, wd[3];
+    for (int d = 0; d < ns; d++) {
+      bool hi = ((q >> (ns - 1 - d)) & 1) != 0;
+      V id = hi ? e_add(&ei, lo[d], e_k(&ei, 1.0)) : lo[d];
+      V ok = e_and(&ei, e_cmp(&ei, TPUC_HLO_GE, id, e_k(&ei, 0.0)),
+                   e_cmp(&ei, TPUC_HLO_LT, id, e_k(&ei, (double)S[d])));
+      valid = d == 0 ? ok : e_and(&ei, valid, ok);
+      flat = e_add(&ei, flat, e_mul(&ei, id, e_k(&ei, (double)stride[d])));
+      if (mode == 0) {
+        wd[d] = hi ? w1[d] : w0[d];
+        w = d == 0 ? wd[d] : e_mul(&e, w, wd[d]);
+      }
+    }
+    flat = e_reshape(&ei, e_sel(&ei, valid, flat, e_k(&ei, 0.0)), mi, 2);
+    V vb = e_bcast(&eo, valid, od, r, bmap);
+    if (want_in) {
+      V contrib = mode == 0 ? e_mul(&eo, go, e_bcast(&eo, w, od, r, bmap)) : go;
+      contrib = e_sel(&eo, vb, contrib, e_k(&eo, 0.0));
+      contrib = e_reshape(&eo, contrib, mrows, 2);
+      tpuc_hlo_fn* add = NULL; /* (a region serves one scatter) */
+      if (er.st == NULL)
+        er.st = tpuc_hlo_region_binary(c->module, acc, TPUC_HLO_ADD, &add);
+      if (er.st == NULL)
+        er.st = op_scatter_first(c->fn, gin, flat, contrib, add, false, &gin);
+    }
+    if (want_grid && mode == 0) {
+      V val = -1;
+      if (er.st == NULL) er.st = op_take_along(c->fn, xr, &rt, 0, flat, &val);
+      val = e_sel(&eo, vb, e_reshape(&eo, val, od, r), e_k(&eo, 0.0));
+      int64_t last = r - 1;
+      V sgv = e_sum(&eo, e_mul(&eo, go, val), &last, 1); /* [N, out...] */
+      for (int d = 0; d < ns; d++) {
+        bool hi = ((q >> (ns - 1 - d)) & 1) != 0;
+        V dw = -1;
+        for (int k = 0; k < ns; k++)
+          if (k != d) dw = dw < 0 ? wd[k] : e_mul(&e, dw, wd[k]);
+        if (dw < 0) dw = e_k(&e, 1.0);
+        V term = e_mul(&e, sgv, dw);
+        if (!hi) term = e_neg(&e, term);
+        gsrc[d] = gsrc[d] < 0 ? term : e_add(&e, gsrc[d], term);
+      }
+    }
+  }
+  c->outs[0] = c->outs[1] = -1;
+  if (want_in) {
+    int64_t sd[TPUC_MAX_RANK];
+    sd[0] = N;
+    for (int d = 0; d < ns; d++) sd[1 + d] = S[d];
+    sd[r - 1] = C;
+    V gi = e_reshape(&er, gin, sd, r);
+    for (int k = 0; k < r; k++) perm[k] = k == 0 ? 0 : k == 1 ? r - 1 : k - 1;
+    if (er.st == NULL) er.st = tpuc_hlo_transpose(c->fn, gi, perm, &gi);
+    c->outs[0] = e_cvt(&er, gi, dt);
+  }
+  if (want_grid) {
+    V comps[3];
+    int64_t one[TPUC_MAX_RANK];
+    for (int k = 0; k < r - 1; k++) one[k] = ct.dims[k];
+    one[r - 1] = 1;
+    for (int k = 0; k < ns; k++) {
+      int d = ns - 1 - k; /* component 0 is the last spatial dim */
+      V g = mode == 0 ? gsrc[d] : e_k(&e, 0.0);
+      double f = align ? (double)(S[d] - 1) / 2.0 : (double)S[d] / 2.0;
+      g = e_mul(&e, g, e_k(&e, f));
+      if (pad == 1) g = e_sel(&e, inb[d], g, e_k(&e, 0.0));
+      comps[k] = e_reshape(&e, g, one, r);
+    }
+    V gg = -1;
+    if (e.st == NULL)
+      e.st = tpuc_hlo_concatenate(c->fn, comps, (size_t)ns, r - 1, &gg);
+    c->outs[1] = e_cvt(&e, gg, dt);
+  }
+  c->nouts = 2;
+  /* One failure for all four emitters (any of them may report only a
+   * value another failed to make). */
+  e_join(&er, &eo);
+  e_join(&er, &ei);
+  e_join(&er, &e);
+  return er.st;
+}
+
 /* The scatter body of segment max / min as the CPU's step: a NaN
  * element is taken, else std::max / std::min (a NaN so far stays). */
 static tpuc_status* seg_minmax_body(tpuc_hlo_module* m, tpuc_dtype dt,
@@ -4701,6 +4891,8 @@ const op_entry op_table_nn[] = {
     {"aten::grid_sampler_2d.out", lower_grid_sampler, 2},
     {"aten::grid_sampler_3d", lower_grid_sampler, 3},
     {"aten::grid_sampler_3d.out", lower_grid_sampler, 3},
+    {"aten::grid_sampler_2d_backward", lower_grid_sampler_bw, 2},
+    {"aten::grid_sampler_3d_backward", lower_grid_sampler_bw, 3},
     {"aten::segment_reduce", lower_segment_reduce, 0},
     {"aten::segment_reduce.out", lower_segment_reduce, 0},
     {"aten::_pdist_forward", lower_dist, 0},

@@ -522,3 +522,22 @@ def test_lstm_on_packed_sequences_and_in_bfloat16():
     hy = hm(x.to("tpu", torch.bfloat16))[0]
     assert hy.dtype == torch.bfloat16
     torch.testing.assert_close(hy.float().cpu(), m(x)[0], atol=3e-2, rtol=3e-2)
+
+
+@pytest.mark.parametrize("ns", [2, 3])
+@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
+@pytest.mark.parametrize("pad", ["zeros", "border"])
+def test_grid_sample_backward_is_native(ns, mode, pad):
+    # Spatial transformers and deformable attention train through
+    # grid_sample: its backward ran on the CPU. Grid points fall inside,
+    # outside and on the borders; reflection padding still runs there.
+    for align in (False, True):
+        g = torch.Generator().manual_seed(0)
+        sp = (5, 6) if ns == 2 else (3, 4, 5)
+        x = torch.randn((2, 3) + sp, generator=g, dtype=torch.float64)
+        out = (4, 3) if ns == 2 else (2, 3, 2)
+        grid = torch.rand((2,) + out + (ns,), generator=g, dtype=torch.float64) * 2.6 - 1.3
+        grid[0, 0, 0] = 1.0  # exactly on a border
+        check_grads(lambda x, grid: F.grid_sample(x, grid, mode=mode, padding_mode=pad,
+                                                  align_corners=align),
+                    x, grid, atol=1e-9, rtol=1e-9)
