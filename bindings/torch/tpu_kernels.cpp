@@ -470,6 +470,15 @@ bool compatible_shallow_copy(const at::Tensor& self, const at::Tensor& from) {
       from.key_set());
 }
 
+// _addmm_activation(self, mat1, mat2, beta, alpha, use_gelu): addmm, then
+// relu or (exact) gelu in place, as the CPU kernel does; each a tpu op.
+at::Tensor addmm_activation(const at::Tensor& self, const at::Tensor& mat1,
+                            const at::Tensor& mat2, const at::Scalar& beta,
+                            const at::Scalar& alpha, bool use_gelu) {
+  at::Tensor out = at::addmm(self, mat1, mat2, beta, alpha);
+  return use_gelu ? at::gelu_(out) : at::relu_(out);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
@@ -501,6 +510,14 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("convolution_overrideable", convolution_overrideable);
   m.impl("convolution_backward_overrideable",
          convolution_backward_overrideable);
+  // nn.TransformerEncoderLayer's inference fast path (PyTorch takes it for
+  // PrivateUse1 devices): PyTorch's own device-generic implementation,
+  // whose linear, attention and norm calls dispatch to tpu's kernels.
+  m.impl("_transformer_encoder_layer_fwd",
+         TORCH_FN(at::native::transformer_encoder_layer_forward));
+  m.impl("_native_multi_head_attention",
+         TORCH_FN(at::native::native_multi_head_attention_cpu));
+  m.impl("_addmm_activation", addmm_activation);
 }
 
 void cpu_fallback_kernel(const c10::OperatorHandle& op,

@@ -163,6 +163,24 @@ static tpuc_hlo_type e_type(em* e, V x) {
   return t;
 }
 
+static V e_iota(em* e, const tpuc_hlo_type* type, int dim) {
+  V out = -1;
+  if (e->st == NULL) e->st = tpuc_hlo_iota(e->c->fn, type, dim, &out);
+  return out;
+}
+
+/* Rank-0 constant `v` of `dt`. */
+static V e_k0(em* e, tpuc_dtype dt, double v) {
+  V out = -1;
+  if (e->st == NULL) e->st = op_const(e->c, dt, v, NULL, &out);
+  return out;
+}
+
+/* Folds another emitter's status into e's. */
+static void e_join(em* e, const em* other) {
+  if (e->st == NULL) e->st = other->st;
+}
+
 /* ---------------------------------------------------------------------- */
 /* erf, which StableHLO lacks: Cephes' rational approximations (ndtr.c),
  * evaluated in the compute dtype. For |x| <= 1, x * T(x^2) / U(x^2); for
@@ -1003,6 +1021,107 @@ static tpuc_status* lower_gru_cell_bw(op_ctx* c, int param) {
 }
 
 /* ---------------------------------------------------------------------- */
+/* The pieces of nn.TransformerEncoderLayer's inference fast path that
+ * PyTorch's own device-generic code (registered for tpu in the binding)
+ * calls: _transform_bias_rescale_qkv and _masked_softmax. */
+
+/* _transform_bias_rescale_qkv(qkv [B, T, 3D], bias [3D], heads) -> q, k, v
+ * [B, heads, T, D / heads]: the bias added, q divided by sqrt(D / heads). */
+static tpuc_status* lower_qkv_rescale(op_ctx* c, int param) {
+  (void)param;
+  int64_t H = 0;
+  TRY(op_int_arg(c, 2, 0, &H));
+  const tpuc_hlo_type* t = &c->types[0];
+  if (!op_is_tensor(c, 0) || !op_is_tensor(c, 1) || t->rank != 3 || H <= 0 ||
+      !is_float(t->dtype) || c->types[1].dtype != t->dtype ||
+      c->types[1].rank != 1 || c->types[1].dims[0] != t->dims[2] ||
+      t->dims[2] % 3 != 0 || (t->dims[2] / 3) % H != 0)
+    return op_unimpl("_transform_bias_rescale_qkv: the CPU says why");
+  int64_t B = t->dims[0], T = t->dims[1], D = t->dims[2] / 3, dh = D / H;
+  tpuc_dtype acc = op_accumulation_dtype(t->dtype);
+  em e = em_make(c, acc, t);
+  int64_t map = 2;
+  V x = e_add(&e, e_cvt(&e, c->vals[0], acc),
+              e_bcast(&e, e_cvt(&e, c->vals[1], acc), t->dims, 3, &map));
+  tpuc_hlo_type pt = tpuc_hlo_type_make(acc, (int64_t[]){B, T, D}, 3);
+  em ep = em_make(c, acc, &pt);
+  for (int j = 0; j < 3; j++) {
+    int64_t lo[3] = {0, 0, j * D}, hi[3] = {B, T, (j + 1) * D};
+    V part = -1;
+    if (e.st == NULL) e.st = tpuc_hlo_slice(c->fn, x, lo, hi, NULL, &part);
+    if (j == 0) part = e_div(&ep, part, e_k(&ep, sqrt((double)dh)));
+    int64_t d4[4] = {B, T, H, dh}, perm[4] = {0, 2, 1, 3};
+    part = e_reshape(&e, part, d4, 4);
+    if (e.st == NULL) e.st = tpuc_hlo_transpose(c->fn, part, perm, &part);
+    c->outs[j] = e_cvt(&e, part, t->dtype);
+  }
+  e_join(&e, &ep);
+  c->nouts = 3;
+  return e.st;
+}
+
+/* _masked_softmax(x, mask, dim?, mask_type?): softmax over the last dim
+ * with the mask's true entries left out (a row with every entry masked
+ * gives NaN, as on the CPU). mask_type 0: an [L, L] mask of a [B, H, L, L] input; 1: a
+ * [B, L] key padding mask; otherwise the mask broadcasts to x (anything
+ * else: the CPU raises its error). */
+static tpuc_status* lower_masked_softmax(op_ctx* c, int param) {
+  (void)param;
+  const tpuc_hlo_type* t = &c->types[0];
+  const tpuc_hlo_type* mt = &c->types[1];
+  if (!op_is_tensor(c, 0) || !op_is_tensor(c, 1) || !is_float(t->dtype) ||
+      mt->dtype != TPUC_DTYPE_PRED || t->rank < 1)
+    return op_unimpl("_masked_softmax: the CPU says why");
+  int64_t dim = t->rank - 1, type = 2;
+  if (!op_is_none(c, 2)) TRY(op_int_arg(c, 2, dim, &dim));
+  if (!op_is_none(c, 3)) TRY(op_int_arg(c, 3, 2, &type));
+  if (dim < 0) dim += t->rank;
+  if (dim != t->rank - 1) return op_unimpl("_masked_softmax over another dim");
+  int64_t map[TPUC_MAX_RANK];
+  int r = t->rank;
+  if ((type == 0 || type == 1) && r == 4 && mt->rank == 2 &&
+      mt->dims[1] == t->dims[3] && mt->dims[0] == t->dims[type == 0 ? 2 : 0] &&
+      (type == 1 || t->dims[2] == t->dims[3])) {
+    map[0] = type == 0 ? 2 : 0;
+    map[1] = 3;
+  } else {
+    if (mt->rank > r) return op_unimpl("_masked_softmax: mask shape");
+    for (int d = 0; d < mt->rank; d++) {
+      map[d] = r - mt->rank + d;
+      if (mt->dims[d] != 1 && mt->dims[d] != t->dims[map[d]])
+        return op_unimpl("_masked_softmax: mask shape");
+    }
+  }
+  tpuc_dtype acc = op_accumulation_dtype(t->dtype);
+  em e = em_make(c, acc, t);
+  V x = e_cvt(&e, c->vals[0], acc);
+  V m = -1;
+  if (mt->rank == 2 && (map[0] != r - 2 || map[1] != r - 1)) {
+    m = e_bcast(&e, c->vals[1], t->dims, r, map);
+  } else {
+    V mk = c->vals[1];
+    int64_t full[TPUC_MAX_RANK];
+    for (int d = 0; d < mt->rank; d++) full[d] = map[d];
+    m = e_bcast(&e, mk, t->dims, r, full);
+  }
+  V ninf = e_k(&e, -INFINITY), zero = e_k(&e, 0.0);
+  V xm = e_sel(&e, m, ninf, x);
+  int64_t last = r - 1, keep[TPUC_MAX_RANK];
+  for (int d = 0; d < r - 1; d++) keep[d] = d;
+  V mx = -1, init = e_k0(&e, acc, -INFINITY);
+  tpuc_hlo_fn* body = NULL;
+  if (e.st == NULL) e.st = tpuc_hlo_region_binary(c->module, acc, TPUC_HLO_MAX, &body);
+  if (e.st == NULL) e.st = tpuc_hlo_reduce(c->fn, &xm, &init, 1, &last, 1, body, &mx);
+  /* (a row with every entry masked sums to 0: NaN, as on the CPU) */
+  V ex = e_sel(&e, m, zero, e_exp(&e, e_sub(&e, xm, e_bcast(&e, mx, t->dims, r, keep))));
+  V sum = e_sum(&e, ex, &last, 1);
+  V y = e_div(&e, ex, e_bcast(&e, sum, t->dims, r, keep));
+  c->outs[0] = e_cvt(&e, y, t->dtype);
+  c->nouts = 1;
+  return e.st;
+}
+
+/* ---------------------------------------------------------------------- */
 /* Losses. Reduction: 0 none, 1 mean, 2 sum. */
 
 /* nll_loss_forward / nll_loss2d_forward(self, target, weight, reduction,
@@ -1676,24 +1795,6 @@ static V e_vec_const(em* e, const double* data, int64_t n, tpuc_dtype dt) {
 }
 
 /* Iota of `type` along `dim`. */
-static V e_iota(em* e, const tpuc_hlo_type* type, int dim) {
-  V out = -1;
-  if (e->st == NULL) e->st = tpuc_hlo_iota(e->c->fn, type, dim, &out);
-  return out;
-}
-
-/* Rank-0 constant `v` of `dt`. */
-static V e_k0(em* e, tpuc_dtype dt, double v) {
-  V out = -1;
-  if (e->st == NULL) e->st = op_const(e->c, dt, v, NULL, &out);
-  return out;
-}
-
-/* Folds another emitter's status into e's. */
-static void e_join(em* e, const em* other) {
-  if (e->st == NULL) e->st = other->st;
-}
-
 /* ---------------------------------------------------------------------- */
 /* Batch norm: the channel dim is 1, statistics are over every other dim.
  * Formulas follow the CPU kernels (batch_norm_cpu_*): y = x * alpha +
@@ -4622,6 +4723,8 @@ const op_entry op_table_nn[] = {
     {"aten::native_layer_norm_backward", lower_layer_norm_bw, 0},
     {"aten::native_layer_norm_backward.out", lower_layer_norm_bw, 0},
     {"aten::_weight_norm_interface", lower_weight_norm, 0},
+    {"aten::_transform_bias_rescale_qkv", lower_qkv_rescale, 0},
+    {"aten::_masked_softmax", lower_masked_softmax, 0},
     {"aten::_thnn_fused_lstm_cell", lower_lstm_cell, 0},
     {"aten::_thnn_fused_lstm_cell_backward_impl", lower_lstm_cell_bw, 0},
     {"aten::_thnn_fused_gru_cell", lower_gru_cell, 0},

@@ -541,3 +541,43 @@ def test_grid_sample_backward_is_native(ns, mode, pad):
         check_grads(lambda x, grid: F.grid_sample(x, grid, mode=mode, padding_mode=pad,
                                                   align_corners=align),
                     x, grid, atol=1e-9, rtol=1e-9)
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+@pytest.mark.parametrize("activation", ["relu", "gelu"])
+def test_transformer_encoder_inference_fast_path_is_native(norm_first, activation):
+    # In eval mode without grad, nn.TransformerEncoderLayer calls
+    # _transformer_encoder_layer_fwd for PrivateUse1 devices; it ran on the
+    # CPU. PyTorch's own implementation now runs on tpu, with native
+    # _native_multi_head_attention pieces (_transform_bias_rescale_qkv,
+    # _masked_softmax) and _addmm_activation.
+    import copy
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(16, 4, 32, dropout=0.0, batch_first=True,
+                                             norm_first=norm_first, activation=activation)
+    m = torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=False).eval()
+    dm = copy.deepcopy(m).to("tpu")
+    x = torch.randn(2, 5, 16)
+    kpm = torch.tensor([[False] * 5, [False] * 3 + [True] * 2])
+    causal = torch.nn.Transformer.generate_square_subsequent_mask(5).bool()
+    with torch.no_grad():
+        for mask, pad in ((None, None), (None, kpm), (causal, None), (causal, kpm)):
+            want = m(x, mask=mask, src_key_padding_mask=pad)
+            tpuc.fallback_reset()
+            got = dm(tpu(x), mask=tpu(mask), src_key_padding_mask=tpu(pad))
+            assert tpuc.fallback_report() == {}, tpuc.fallback_report()
+            close(got, want, atol=1e-5, rtol=1e-5)
+
+
+def test_masked_softmax_and_qkv_rescale_match_the_cpu():
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 3, 5, 5, generator=g)
+    cases = [(torch.rand(5, 5, generator=g) > 0.6, 0), (torch.rand(2, 5, generator=g) > 0.6, 1),
+             (torch.rand(2, 3, 5, 5, generator=g) > 0.5, 2), (torch.ones(2, 5, dtype=torch.bool), 1)]
+    for mask, kind in cases:  # the last masks every entry: NaN rows, as on the CPU
+        check_native(lambda x, m: torch._masked_softmax(x, m, 3, kind), x, mask,
+                     atol=1e-6, rtol=1e-6)
+    qkv = torch.randn(2, 5, 24, generator=g)
+    bias = torch.randn(24, generator=g)
+    check_native(lambda a, b: torch._transform_bias_rescale_qkv(a, b, 2), qkv, bias,
+                 atol=1e-6, rtol=1e-6)
