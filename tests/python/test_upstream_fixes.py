@@ -335,3 +335,30 @@ def test_a_loop_over_rows_compiles_once(mode):
         assert tpuc._C.compile_cache_stats()["misses"] == before
         assert torch.equal(x.cpu(), ref)
         assert got == pytest.approx(want, rel=1e-5)
+
+
+@pytest.mark.parametrize("mode", ["strict", "fused"])
+def test_a_loop_reading_columns_stops_compiling(mode):
+    # PyTorch's test_index_copy_deterministic copies 40,000 columns one by
+    # one (x[:, j, :] = src[:, i, :]): each read of a view with gaps at a new
+    # offset compiled a program, and the test ran past its limit. A view
+    # signature read at more than 8 offsets takes its offset as an operand;
+    # the same three offsets (GPT-2's q, k, v) stay constants.
+    import tpuc
+
+    with torch.tpu.eager_mode(mode):
+        src = torch.randn(4, 40, 3)
+        ref = torch.zeros(4, 40, 3)
+        s, x = src.to(DEV), ref.to(DEV)
+        for i in range(12):  # past the threshold and fused mode's 3rd run
+            x[:, (i * 7) % 40, :] = s[:, i, :] * 2
+            ref[:, (i * 7) % 40, :] = src[:, i, :] * 2
+        before = tpuc._C.compile_cache_stats()["misses"]
+        for i in range(12, 40):
+            x[:, (i * 7) % 40, :] = s[:, i, :] * 2
+            ref[:, (i * 7) % 40, :] = src[:, i, :] * 2
+            x[0, (i * 3) % 40, 1:] = s[1, i, :2]  # a read through a column too
+            ref[0, (i * 3) % 40, 1:] = src[1, i, :2]
+        x.sum().item()
+        assert tpuc._C.compile_cache_stats()["misses"] - before <= 4
+        assert torch.equal(x.cpu(), ref)
