@@ -178,13 +178,21 @@ bool marshal(const c10::IValue& v, const c10::TypePtr& declared,
       out->kind = TPUC_OP_ARG_TENSOR;
       return tensor_view(t, device, &out->view);
     }
-    if (!t.is_cpu() || t.dim() != 0 || t.is_complex()) return false;
-    // A CPU 0-d tensor (a Python number, or a real 0-d tensor) is a scalar.
+    if (!t.is_cpu() || t.dim() != 0 ||
+        (t.is_complex() && t.scalar_type() != at::kComplexFloat &&
+         t.scalar_type() != at::kComplexDouble))
+      return false;
+    // A CPU 0-d tensor (a Python number, or a 0-d tensor) is a scalar.
     out->kind = TPUC_OP_ARG_SCALAR;
     out->scalar_is_tensor = !t.unsafeGetTensorImpl()->is_wrapped_number();
     out->scalar_dtype = to_tpuc_dtype(t.scalar_type());
     at::Scalar s = t.item();
-    if (s.isFloatingPoint()) {
+    if (s.isComplex()) {
+      c10::complex<double> z = s.toComplexDouble();
+      out->scalar = TPUC_SCALAR_COMPLEX;
+      out->f = z.real();
+      out->f_im = z.imag();
+    } else if (s.isFloatingPoint()) {
       out->scalar = TPUC_SCALAR_FLOAT;
       out->f = s.toDouble();
     } else {
@@ -197,6 +205,14 @@ bool marshal(const c10::IValue& v, const c10::TypePtr& declared,
     out->kind = TPUC_OP_ARG_SCALAR;
     out->scalar = TPUC_SCALAR_FLOAT;
     out->f = v.toDouble();
+    return true;
+  }
+  if (v.isComplexDouble()) {
+    c10::complex<double> z = v.toComplexDouble();
+    out->kind = TPUC_OP_ARG_SCALAR;
+    out->scalar = TPUC_SCALAR_COMPLEX;
+    out->f = z.real();
+    out->f_im = z.imag();
     return true;
   }
   if (v.isBool()) {

@@ -43,6 +43,7 @@ typedef enum tpuc_scalar_kind {
   TPUC_SCALAR_BOOL = 0,
   TPUC_SCALAR_INT,
   TPUC_SCALAR_FLOAT,
+  TPUC_SCALAR_COMPLEX, /* `f` the real part, `f_im` the imaginary one */
 } tpuc_scalar_kind;
 
 typedef struct tpuc_op_arg {
@@ -56,7 +57,8 @@ typedef struct tpuc_op_arg {
    * Python number (it then promotes like a 0-d tensor of `scalar_dtype`). */
   bool scalar_is_tensor;
   tpuc_dtype scalar_dtype; /* SCALAR from a tensor: its dtype */
-  double f;                /* SCALAR float */
+  double f;                /* SCALAR float (complex: real part) */
+  double f_im;             /* SCALAR complex: imaginary part */
   int64_t i;               /* SCALAR int/bool, INT, BOOL */
   const int64_t* list;     /* INT_LIST (valid during the call) */
   size_t list_len;

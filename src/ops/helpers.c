@@ -105,6 +105,9 @@ tpuc_status* op_scalar(op_ctx* c, int i, tpuc_dtype dtype,
   }
   if (!op_is_value(c, i) || c->types[i].rank != 0)
     return op_unimpl("expected a scalar argument");
+  if (c->args[i].kind == TPUC_OP_ARG_SCALAR &&
+      c->args[i].scalar == TPUC_SCALAR_COMPLEX && !tpuc_dtype_is_complex(dtype))
+    return op_unimpl("a complex scalar into a real result: the CPU says why");
   tpuc_hlo_value x = c->vals[i];
   if (c->types[i].dtype != dtype) TRY(tpuc_hlo_convert(c->fn, x, dtype, &x));
   return splat(c, x, shape, out);
@@ -171,6 +174,7 @@ tpuc_status* op_take_along(tpuc_hlo_fn* fn, tpuc_hlo_value x,
 bool op_host_check_add(op_ctx* c, int i, double lo, bool lo_incl, double hi,
                        bool hi_incl, tpuc_code code, const char* msg) {
   if (i < 0 || (size_t)i >= c->nargs || c->args[i].kind != TPUC_OP_ARG_SCALAR ||
+      c->args[i].scalar == TPUC_SCALAR_COMPLEX ||
       c->n_host_checks == OP_MAX_HOST_CHECKS)
     return false;
   c->host_checks[c->n_host_checks++] =

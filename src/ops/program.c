@@ -722,6 +722,9 @@ tpuc_status* op_operand(op_ctx* c, int i, tpuc_dtype dtype,
                         const tpuc_hlo_type* shape, tpuc_hlo_value* out) {
   tpuc_hlo_value v = c->vals[i];
   const tpuc_hlo_type* t = &c->types[i];
+  if (c->args[i].kind == TPUC_OP_ARG_SCALAR &&
+      c->args[i].scalar == TPUC_SCALAR_COMPLEX && !tpuc_dtype_is_complex(dtype))
+    return unimpl("a complex scalar into a real result: the CPU says why");
   if (t->dtype != dtype) TRY(tpuc_hlo_convert(c->fn, v, dtype, &v));
   if (t->rank == shape->rank) {
     bool same = true;
@@ -1200,6 +1203,13 @@ static tpuc_status* collect_input(const tpuc_op_arg* a, size_t i,
         TRY(collect_view(&a->views[e], i, device, r));
         TRY(collect_offset(&a->views[e], false, client, device, r));
       }
+  } else if (a->kind == TPUC_OP_ARG_SCALAR &&
+             a->scalar == TPUC_SCALAR_COMPLEX) {
+    /* (rare: not cached) */
+    double v[2] = {a->f, a->f_im};
+    TRY(tpuc_buffer_from_host(client, device, TPUC_DTYPE_C128, NULL, 0, v,
+                              NULL, &r->in[r->nin]));
+    r->nin++;
   } else if (a->kind == TPUC_OP_ARG_SCALAR) {
     bool is_float = a->scalar == TPUC_SCALAR_FLOAT;
     TRY(scalar_buffer(client, device, is_float,
@@ -1246,8 +1256,10 @@ static tpuc_status* declare_arg(op_ctx* c, size_t i) {
         tpuc_hlo_type_make(a->view.dtype, a->view.sizes, a->view.rank);
   } else if (a->kind == TPUC_OP_ARG_SCALAR) {
     bool is_float = a->scalar == TPUC_SCALAR_FLOAT;
-    tpuc_hlo_type st =
-        tpuc_hlo_type_scalar(is_float ? TPUC_DTYPE_F64 : TPUC_DTYPE_S64);
+    tpuc_hlo_type st = tpuc_hlo_type_scalar(
+        a->scalar == TPUC_SCALAR_COMPLEX ? TPUC_DTYPE_C128
+        : is_float                      ? TPUC_DTYPE_F64
+                                        : TPUC_DTYPE_S64);
     TRY(tpuc_hlo_arg(c->fn, &st, &c->vals[i]));
     c->types[i] = st;
   } else if (a->kind == TPUC_OP_ARG_TENSOR_LIST) {
@@ -1321,11 +1333,14 @@ static bool view_complex(const tpuc_view* v) {
   return v != NULL && v->storage != NULL && tpuc_dtype_is_complex(v->dtype);
 }
 
-/* True when the call holds a complex tensor (argument or write target). */
+/* True when the call holds a complex tensor (argument or write target) or
+ * a complex scalar. */
 static bool call_has_complex(const op_ctx* c) {
   for (size_t i = 0; i < c->nargs; i++) {
     const tpuc_op_arg* a = &c->args[i];
     if (a->kind == TPUC_OP_ARG_TENSOR && view_complex(&a->view)) return true;
+    if (a->kind == TPUC_OP_ARG_SCALAR && a->scalar == TPUC_SCALAR_COMPLEX)
+      return true;
     if (a->kind == TPUC_OP_ARG_TENSOR_LIST)
       for (size_t k = 0; k < a->num_views; k++)
         if (view_complex(&a->views[k])) return true;

@@ -48,6 +48,10 @@ static tpuc_dtype combine(tpuc_dtype higher, tpuc_dtype lower) {
   if (lower == TPUC_DTYPE_INVALID) return higher;
   if (category(higher) == 3) return higher;
   if (category(lower) == 3) {
+    /* the complex type of the float: complex32 for half (no tpu dtype),
+     * none for bfloat16 (PyTorch raises): the CPU says */
+    if (higher == TPUC_DTYPE_F16 || higher == TPUC_DTYPE_BF16)
+      return TPUC_DTYPE_INVALID;
     if (category(higher) == 2)
       return higher == TPUC_DTYPE_F64 ? TPUC_DTYPE_C128 : TPUC_DTYPE_C64;
     return lower;
@@ -77,9 +81,13 @@ tpuc_status* op_result_type(const op_ctx* c, const int* which, size_t n,
       if (a->scalar_is_tensor) {
         zero = promote_into(zero, a->scalar_dtype);
       } else {
-        tpuc_dtype d = a->scalar == TPUC_SCALAR_FLOAT ? c->opts->default_float
-                       : a->scalar == TPUC_SCALAR_INT ? TPUC_DTYPE_S64
-                                                      : TPUC_DTYPE_PRED;
+        tpuc_dtype d =
+            a->scalar == TPUC_SCALAR_COMPLEX
+                ? (c->opts->default_float == TPUC_DTYPE_F64 ? TPUC_DTYPE_C128
+                                                            : TPUC_DTYPE_C64)
+            : a->scalar == TPUC_SCALAR_FLOAT ? c->opts->default_float
+            : a->scalar == TPUC_SCALAR_INT   ? TPUC_DTYPE_S64
+                                             : TPUC_DTYPE_PRED;
         wrapped = promote_into(wrapped, d);
       }
     }

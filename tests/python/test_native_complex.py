@@ -264,3 +264,26 @@ def test_complex_and_polar_are_native(dtype):
         with pytest.raises(RuntimeError, match="Expected object of scalar type Float"):
             torch.complex(torch.ones(2, device=devname),
                           torch.ones(2, dtype=torch.float64, device=devname))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.complex64,
+                                   torch.complex128, torch.int64])
+def test_complex_python_scalars_are_native(dtype):
+    # x * 1j, x + (1 - 2j), a CPU 0-d complex tensor, fill_ and alpha: the
+    # scalar is a complex128 program value, promoted as PyTorch does (a
+    # float32 or integer tensor gives complex64, float64 complex128).
+    g = torch.Generator().manual_seed(0)
+    x = (torch.randn(3, 4, generator=g) * 3).to(dtype) if not dtype.is_complex else \
+        torch.randn(3, 4, generator=g, dtype=dtype)
+    cases = [lambda t: t * 1j, lambda t: t + (2 - 3j), lambda t: (1 + 1j) - t,
+             lambda t: t / (2 + 1j), lambda t: t * torch.tensor(1 + 2j)]
+    if dtype.is_complex:
+        cases += [lambda t: t.clone().mul_(2j), lambda t: t.clone().fill_(1 + 1j),
+                  lambda t: torch.add(t, t, alpha=1j)]
+    for fn in cases:
+        check(fn, x)
+    # a complex value into a real tensor: the CPU's error
+    for d in ("cpu", "tpu"):
+        if not dtype.is_complex:
+            with pytest.raises(RuntimeError):
+                torch.ones(2, dtype=dtype, device=d).mul_(1j)
