@@ -3950,9 +3950,14 @@ static tpuc_status* lower_grid_sampler_bw(op_ctx* c, int ns) {
   const tpuc_hlo_type* t = &c->types[1];
   const tpuc_hlo_type* gt = &c->types[2];
   const tpuc_hlo_type* got = &c->types[0];
+  /* (half floats: the CPU computes coordinates, weights and sums in the
+   * half dtype, rounding at each step in its own order; neither bf16
+   * arithmetic nor f32 here lands within OpInfo's tolerance of it, so
+   * half floats take the CPU's kernel) */
   tpuc_dtype dt = t->dtype, acc = dt;
   int r = ns + 2;
-  if (dt == TPUC_DTYPE_F16 || !is_float(dt) || t->rank != r ||
+  if (dt == TPUC_DTYPE_F16 || dt == TPUC_DTYPE_BF16 || !is_float(dt) ||
+      t->rank != r ||
       gt->rank != r || gt->dtype != dt || got->dtype != dt ||
       got->rank != r || gt->dims[0] != t->dims[0] || gt->dims[r - 1] != ns ||
       (mode != 0 && mode != 1) || (pad != 0 && pad != 1))
