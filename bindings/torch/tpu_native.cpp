@@ -780,38 +780,18 @@ void amp_unscale_kernel(const c10::OperatorHandle& op,
     ok = on_tpu(grads[i]) && at::isFloatingType(grads[i].scalar_type()) &&
          grads[i].layout() == at::kStrided;
   if (!ok) return cpu_fallback_kernel(op, stack);
-  c10::DeviceGuard guard(found_inf.device());
-  for (size_t i = 0; i < grads.size(); i++) {
-    if (grads[i].numel() == 0) continue;
-    tpuc_op_arg args[3] = {};
-    const at::Tensor* ts[3] = {&grads[i], &found_inf, &inv_scale};
-    for (int k = 0; k < 3; k++) {
-      args[k].kind = TPUC_OP_ARG_TENSOR;
-      args[k].view = view_of(*ts[k]);
-    }
-    tpuc_op_options opts{};
-    opts.default_float = TPUC_DTYPE_F32;
-    opts.write_to[0] = &args[0].view;
-    opts.write_to[1] = &args[1].view;
-    tpuc_op_result results[TPUC_OP_MAX_RESULTS];
-    size_t nres = 0;
-    tpuc_status* st =
-        tpuc_op_run(client(), found_inf.device().index(), unscale_index, args,
-                    3, &opts, results, TPUC_OP_MAX_RESULTS, &nres);
-    if (st != nullptr && i == 0 && tpuc_status_code(st) == TPUC_UNIMPLEMENTED) {
-      tpuc_status_free(st);  // nothing written yet: the CPU does it all
-      return cpu_fallback_kernel(op, stack);
-    }
-    check(st);
-    tpuc_status* set = nullptr;
-    for (size_t k = 0; k < nres; k++) {
-      if (set == nullptr && k < 2 && results[k].value != nullptr)
-        set = tpuc_storage_set_value(storage_of(*ts[k]), results[k].value);
-      tpuc_buffer_release(results[k].value);
-    }
-    check(set);
-  }
-  torch::jit::drop(*stack, nargs);
+  std::vector<at::Tensor> live;  // (an empty gradient has nothing to check)
+  for (const at::Tensor& g : grads)
+    if (g.numel() > 0) live.push_back(g);
+  if (live.empty()) return torch::jit::drop(*stack, nargs);
+  run_steps(
+      op, stack, unscale_index, live.size(), found_inf.device(), 3,
+      [&](size_t i, tpuc_op_arg* args) {
+        args[0] = step_tensor(live[i]);
+        args[1] = step_tensor(found_inf);
+        args[2] = step_tensor(inv_scale);
+      },
+      [&](size_t) { return std::vector<int>{0, 1}; });
 }
 
 }  // namespace
