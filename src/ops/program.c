@@ -211,26 +211,13 @@ static int64_t view_span(const tpuc_view* v) {
   return span;
 }
 
-/* A view whose offset is an operand of its program (an s64 input) rather
- * than a constant: a row-major block that is not its whole storage, and,
- * as a write target (`write`), a view whose strides nest (nest_box: a
- * column `x[:, i] = y`, a slice of a cache `c[:, :, p:p + 1] = k`, a
- * transposed block) with room in its storage for more than one offset
- * (expanded dims excluded). Loops over rows (`x[i]`, `x[i] = y`) and
- * writes to columns then share one program instead of compiling one per
- * offset. Nested views that are read keep constant offsets until their
- * signature has been read at more than READ_OFFSETS offsets (a GPT-2
- * training step reading its q, k and v, three offsets, through run-time
- * offsets measured 14 % slower: bench/README.md). Decided by what the key
- * holds (sizes, strides, dtype, storage size, role) and, for nested
- * reads, how many offsets this thread has read them at. */
 /* Nested views that are read: the offsets this thread has read each
  * signature (dtype, sizes, strides, storage size) at, up to
  * READ_OFFSETS of them; past that many the signature's offset varies like
  * a loop's (a column read per iteration, a KV cache read per position)
  * and becomes an operand. GPT-2's q, k and v (three offsets of one
  * signature) stay constants. The table changes only in make_key (see
- * note_read_offsets), so one call decides the same way throughout. */
+ * note_read_offset), so one call decides the same way throughout. */
 #define READ_OFFSETS 8
 #define READ_SLOTS 128
 typedef struct {
@@ -262,6 +249,19 @@ static bool nested_movable(const tpuc_view* v, int64_t n) {
   return nest_box(v, order, shape, &len) > 0 && view_span(v) < n;
 }
 
+/* A view whose offset is an operand of its program (an s64 input) rather
+ * than a constant: a row-major block that is not its whole storage, and,
+ * as a write target (`write`), a view whose strides nest (nest_box: a
+ * column `x[:, i] = y`, a slice of a cache `c[:, :, p:p + 1] = k`, a
+ * transposed block) with room in its storage for more than one offset
+ * (expanded dims excluded). Loops over rows (`x[i]`, `x[i] = y`) and
+ * writes to columns then share one program instead of compiling one per
+ * offset. Nested views that are read keep constant offsets until their
+ * signature has been read at more than READ_OFFSETS offsets (a GPT-2
+ * training step reading its q, k and v, three offsets, through run-time
+ * offsets measured 14 % slower: bench/README.md). Decided by what the key
+ * holds (sizes, strides, dtype, storage size, role) and, for nested
+ * reads, how many offsets this thread has read them at. */
 static bool offset_operand(const tpuc_view* v, bool write) {
   if (v == NULL || v->storage == NULL) return false;
   int64_t count = numel(v->sizes, v->rank);
@@ -407,7 +407,8 @@ static tpuc_status* read_view(tpuc_hlo_fn* fn, const tpuc_view* v,
   bool done = false;
   TRY(read_nested(fn, v, flat, n, offset, out, &done));
   if (done) return NULL;
-  if (offset >= 0) return unimpl("a run-time offset for a view that does not nest");
+  if (offset >= 0)
+    return unimpl("a run-time offset for a view that does not nest");
   /* General strides: gather at offset + sum_d iota_d * stride_d. */
   tpuc_hlo_value idx2;
   TRY(view_indices(fn, v, &idx2));
