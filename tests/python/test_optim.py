@@ -1,5 +1,6 @@
-"""torch.optim on tpu: every optimizer in its for-loop, foreach and fused
-forms takes three steps with the CPU's results, natively (no CPU
+"""torch.optim on tpu: twelve optimizers (all but LBFGS, which takes a
+closure, and SparseAdam, which needs sparse tensors) in their for-loop,
+foreach and fused forms take three steps with the CPU's results, natively (no CPU
 fallback); the fused ones (Adam, AdamW, SGD, Adagrad) also with a
 GradScaler's grad_scale and found_inf, a tensor learning rate, and a
 skipped step."""
