@@ -113,6 +113,22 @@ tpuc_status* op_scalar(op_ctx* c, int i, tpuc_dtype dtype,
   return splat(c, x, shape, out);
 }
 
+tpuc_status* op_any_true(op_ctx* c, tpuc_hlo_value p, tpuc_hlo_value* out) {
+  tpuc_hlo_type t;
+  TRY(tpuc_hlo_value_type(c->fn, p, &t));
+  if (t.rank == 0) {
+    *out = p;
+    return NULL;
+  }
+  int64_t dims[TPUC_MAX_RANK];
+  for (int d = 0; d < t.rank; d++) dims[d] = d;
+  tpuc_hlo_value init;
+  TRY(op_const(c, TPUC_DTYPE_PRED, 0, NULL, &init));
+  tpuc_hlo_fn* body = NULL;
+  TRY(tpuc_hlo_region_binary(c->module, TPUC_DTYPE_PRED, TPUC_HLO_OR, &body));
+  return tpuc_hlo_reduce(c->fn, &p, &init, 1, dims, (size_t)t.rank, body, out);
+}
+
 tpuc_status* op_scatter_first(tpuc_hlo_fn* fn, tpuc_hlo_value into,
                               tpuc_hlo_value idx, tpuc_hlo_value upd,
                               tpuc_hlo_fn* body, bool unique,

@@ -58,23 +58,6 @@ static tpuc_status* cmp_const(op_ctx* c, V x, tpuc_hlo_compare_dir dir,
   return tpuc_hlo_compare(c->fn, dir, x, kv, out);
 }
 
-/* Rank-0 i1: some element of the i1 tensor p is true. */
-static tpuc_status* any_true(op_ctx* c, V p, V* out) {
-  tpuc_hlo_type t;
-  TRY(type_of(c, p, &t));
-  if (t.rank == 0) {
-    *out = p;
-    return NULL;
-  }
-  int64_t dims[TPUC_MAX_RANK];
-  for (int d = 0; d < t.rank; d++) dims[d] = d;
-  V init;
-  TRY(op_const(c, TPUC_DTYPE_PRED, 0, NULL, &init));
-  tpuc_hlo_fn* body = NULL;
-  TRY(tpuc_hlo_region_binary(c->module, TPUC_DTYPE_PRED, TPUC_HLO_OR, &body));
-  return tpuc_hlo_reduce(c->fn, &p, &init, 1, dims, (size_t)t.rank, body, out);
-}
-
 /* Adds `bad` (rank-0 i1) to the call's argument check. Checks of two
  * different codes together leave the verdict to the CPU. */
 static tpuc_status* add_check(op_ctx* c, V bad, tpuc_code code,
@@ -155,7 +138,7 @@ static tpuc_status* norm_index(op_ctx* c, V x, int64_t size, bool wrap, V* out,
   TRY(cmp_const(c, x, TPUC_HLO_LT, wrap ? (double)-size : 0.0, &lt));
   TRY(cmp_const(c, x, TPUC_HLO_GE, (double)size, &ge));
   TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_OR, lt, ge, &b));
-  TRY(any_true(c, b, bad));
+  TRY(op_any_true(c, b, bad));
   if (!wrap) {
     *out = x;
     return NULL;
@@ -335,7 +318,7 @@ static tpuc_status* has_duplicates(op_ctx* c, V coords, const int64_t* dims,
   TRY(op_const(c, TPUC_DTYPE_S32, 0, &cnt, &zeros));
   TRY(scatter_points(c, zeros, coords, ones, TPUC_HLO_ADD, &counts));
   TRY(cmp_const(c, counts, TPUC_HLO_GT, 1, &gt));
-  return any_true(c, gt, out);
+  return op_any_true(c, gt, out);
 }
 
 /* op_wrap_dim, but a bad dim runs the call on the CPU, which raises its
@@ -880,7 +863,7 @@ static tpuc_status* lower_embedding_backward(op_ctx* c, int param) {
     TRY(cmp_const(c, idx, TPUC_HLO_GE, (double)nw, &ge));
     TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_OR, lt, ge, &out));
     TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_AND, out, keep, &any));
-    TRY(any_true(c, any, &bad));
+    TRY(op_any_true(c, any, &bad));
     TRY(add_check(c, bad, CPU_DECIDES, "index out of range"));
   }
   if (scale) {

@@ -163,17 +163,6 @@ static tpuc_status* mat_adjoint(op_ctx* c, V x, int rank, V* out) {
   return conj_of(c->fn, xt, out);
 }
 
-/* Rank-0 i1: some element of the i1 tensor p (type t) is true. */
-static tpuc_status* any_true(op_ctx* c, V p, const tpuc_hlo_type* t, V* out) {
-  int64_t dims[TPUC_MAX_RANK];
-  for (int d = 0; d < t->rank; d++) dims[d] = d;
-  V init;
-  TRY(op_const(c, TPUC_DTYPE_PRED, 0, NULL, &init));
-  tpuc_hlo_fn* body = NULL;
-  TRY(tpuc_hlo_region_binary(c->module, TPUC_DTYPE_PRED, TPUC_HLO_OR, &body));
-  return tpuc_hlo_reduce(c->fn, &p, &init, 1, dims, (size_t)t->rank, body, out);
-}
-
 /* Adds `bad` (rank-0 i1) to the call's argument check (CPU decides). */
 static tpuc_status* add_check(op_ctx* c, V bad, const char* msg) {
   if (!c->has_check) {
@@ -248,8 +237,6 @@ static tpuc_status* lower_cholesky(op_ctx* c, int ex) {
     TRY(tpuc_hlo_cholesky(c->fn, a, !upper, &l));
     TRY(keep_triangle(c, l, &t, !upper, &l));
     /* A failed pivot: a diagonal entry not > 0, or a NaN/inf anywhere. */
-    tpuc_hlo_type pt = t;
-    pt.dtype = TPUC_DTYPE_PRED;
     V fin, pos, diag, ok, zero, bad, any, re = l;
     TRY(finite_of(c->fn, l, &fin));
     tpuc_hlo_type rt = t;
@@ -265,7 +252,7 @@ static tpuc_status* lower_cholesky(op_ctx* c, int ex) {
     TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_OR, diag, pos, &ok));
     TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_AND, ok, fin, &ok));
     TRY(tpuc_hlo_unary(c->fn, TPUC_HLO_NOT, ok, &bad));
-    TRY(any_true(c, bad, &pt, &any));
+    TRY(op_any_true(c, bad, &any));
     TRY(add_check(c, any, "cholesky: not positive-definite: the CPU decides"));
   }
   c->outs[0] = l;
@@ -642,12 +629,10 @@ static tpuc_status* lu_factor(op_ctx* c, V x, const tpuc_hlo_type* t,
   TRY(tpuc_hlo_reshape(c->fn, outs[2], mt.dims, mt.rank, &r->perm));
   TRY(tpuc_hlo_reshape(c->fn, outs[4], it.dims, it.rank, &r->info));
   /* a NaN or inf anywhere in the factor: the CPU decides */
-  tpuc_hlo_type bt = *t;
-  bt.dtype = TPUC_DTYPE_PRED;
   V fin, bad, any;
   TRY(finite_of(c->fn, r->lu, &fin));
   TRY(tpuc_hlo_unary(c->fn, TPUC_HLO_NOT, fin, &bad));
-  TRY(any_true(c, bad, &bt, &any));
+  TRY(op_any_true(c, bad, &any));
   return add_check(c, any, "lu: non-finite values: the CPU decides");
 }
 
@@ -686,8 +671,7 @@ static tpuc_status* check_info(op_ctx* c, V info, const tpuc_hlo_type* t) {
   V zero, pos, any;
   TRY(op_const(c, TPUC_DTYPE_S32, 0, &it, &zero));
   TRY(tpuc_hlo_compare(c->fn, TPUC_HLO_GT, info, zero, &pos));
-  it.dtype = TPUC_DTYPE_PRED;
-  TRY(any_true(c, pos, &it, &any));
+  TRY(op_any_true(c, pos, &any));
   return add_check(c, any, "singular matrix: the CPU decides");
 }
 
@@ -823,9 +807,7 @@ static tpuc_status* perm_from_pivots(op_ctx* c, V piv, const tpuc_hlo_type* pt,
   TRY(tpuc_hlo_compare(c->fn, TPUC_HLO_LT, piv, lo, &blo));
   TRY(tpuc_hlo_compare(c->fn, TPUC_HLO_GT, piv, hi, &bhi));
   TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_OR, blo, bhi, &bad));
-  tpuc_hlo_type bt = *pt;
-  bt.dtype = TPUC_DTYPE_PRED;
-  TRY(any_true(c, bad, &bt, &any));
+  TRY(op_any_true(c, bad, &any));
   TRY(add_check(c, any, "pivots out of range: the CPU decides"));
   tpuc_hlo_type types[3];
   types[0] = tpuc_hlo_type_scalar(TPUC_DTYPE_S32);
@@ -1554,13 +1536,11 @@ static tpuc_status* hermitian_from(op_ctx* c, V x, const tpuc_hlo_type* t,
 }
 
 /* Adds "x has a NaN or an infinity" to the call's check. */
-static tpuc_status* check_finite(op_ctx* c, V x, const tpuc_hlo_type* t) {
+static tpuc_status* check_finite(op_ctx* c, V x) {
   V fin, bad, any;
   TRY(finite_of(c->fn, x, &fin));
   TRY(tpuc_hlo_unary(c->fn, TPUC_HLO_NOT, fin, &bad));
-  tpuc_hlo_type bt = *t;
-  bt.dtype = TPUC_DTYPE_PRED;
-  TRY(any_true(c, bad, &bt, &any));
+  TRY(op_any_true(c, bad, &any));
   return add_check(c, any, "non-finite input: the CPU decides");
 }
 
@@ -1600,7 +1580,7 @@ static tpuc_status* lower_eigh(op_ctx* c, int param) {
     TRY(op_const(c, t.dtype, 0, &t, &v));
   } else {
     V h;
-    TRY(check_finite(c, c->vals[0], &t));
+    TRY(check_finite(c, c->vals[0]));
     TRY(hermitian_from(c, c->vals[0], &t, lower, &h));
     tpuc_hlo_type t3 = tpuc_hlo_type_make(t.dtype, (int64_t[]){nb, n, n}, 3);
     TRY(tpuc_hlo_reshape(c->fn, h, t3.dims, 3, &h));
@@ -1776,7 +1756,7 @@ static tpuc_status* lower_svd(op_ctx* c, int param) {
       TRY(identity(c, &vt, &vh));
     }
   } else {
-    TRY(check_finite(c, c->vals[0], &t));
+    TRY(check_finite(c, c->vals[0]));
     bool wide = m < n;
     int64_t M = wide ? n : m, N = wide ? m : n;
     V w;
@@ -2110,7 +2090,7 @@ static tpuc_status* lower_geqrf(op_ctx* c, int param) {
     TRY(op_const(c, t.dtype, 0, &taut, &c->outs[1]));
   } else {
     V a, f, tau;
-    TRY(check_finite(c, c->vals[0], &t));
+    TRY(check_finite(c, c->vals[0]));
     TRY(tpuc_hlo_reshape(c->fn, c->vals[0], (int64_t[]){nb, m, n}, 3, &a));
     TRY(geqrf_core(c, a, &f, &tau));
     TRY(tpuc_hlo_reshape(c->fn, f, t.dims, t.rank, &c->outs[0]));
@@ -2149,7 +2129,7 @@ static tpuc_status* lower_qr(op_ctx* c, int param) {
     if (!ronly) TRY(identity(c, &qt, &q));
   } else {
     V a, f, tau;
-    TRY(check_finite(c, c->vals[0], &t));
+    TRY(check_finite(c, c->vals[0]));
     TRY(tpuc_hlo_reshape(c->fn, c->vals[0], (int64_t[]){nb, m, n}, 3, &a));
     TRY(geqrf_core(c, a, &f, &tau));
     /* R: the upper triangle of the first rr rows */

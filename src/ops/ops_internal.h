@@ -173,6 +173,8 @@ tpuc_status* op_scatter_first(tpuc_hlo_fn* fn, tpuc_hlo_value into,
 tpuc_status* op_take_along(tpuc_hlo_fn* fn, tpuc_hlo_value x,
                            const tpuc_hlo_type* xt, int64_t dim,
                            tpuc_hlo_value idx, tpuc_hlo_value* out);
+/* Rank-0 i1: some element of the i1 value p is true. */
+tpuc_status* op_any_true(op_ctx* c, tpuc_hlo_value p, tpuc_hlo_value* out);
 /* Random ops: `count` independent draws of uniform u32 (or u64) bits with
  * `shape`, from c->rng. */
 tpuc_status* op_random_bits(op_ctx* c, tpuc_dtype bits,

@@ -249,24 +249,13 @@ tpuc_status* op_lower_adagrad_step(op_ctx* c, int param) {
   return step_results(&e, 10, news, srcs, scaled ? 3 : 2);
 }
 
-/* Rank-0 i1: some element of `x` (type `t`) is NaN or infinite. */
+/* Rank-0 i1: some element of `x` is NaN or infinite. */
 static tpuc_status* any_nonfinite(op_ctx* c, tpuc_hlo_value x,
-                                  const tpuc_hlo_type* t, tpuc_hlo_value* out) {
+                                  tpuc_hlo_value* out) {
   tpuc_hlo_value fin, bad;
   TRY(tpuc_hlo_unary(c->fn, TPUC_HLO_IS_FINITE, x, &fin));
   TRY(tpuc_hlo_unary(c->fn, TPUC_HLO_NOT, fin, &bad));
-  if (t->rank == 0) {
-    *out = bad;
-    return NULL;
-  }
-  int64_t dims[TPUC_MAX_RANK];
-  for (int d = 0; d < t->rank; d++) dims[d] = d;
-  tpuc_hlo_value init;
-  TRY(op_const(c, TPUC_DTYPE_PRED, 0, NULL, &init));
-  tpuc_hlo_fn* body = NULL;
-  TRY(tpuc_hlo_region_binary(c->module, TPUC_DTYPE_PRED, TPUC_HLO_OR, &body));
-  return tpuc_hlo_reduce(c->fn, &bad, &init, 1, dims, (size_t)t->rank, body,
-                         out);
+  return op_any_true(c, bad, out);
 }
 
 static bool is_one_element(const tpuc_hlo_type* t) {
@@ -313,7 +302,7 @@ tpuc_status* op_lower_amp_unscale(op_ctx* c, int param) {
   shape.dtype = op_accumulation_dtype(dt);
   tpuc_hlo_value g, inv, one, is_one, scaled, bad, fi, fi_one, fi_new;
   TRY(op_operand(c, 0, shape.dtype, &shape, &g));
-  TRY(any_nonfinite(c, g, &shape, &bad));
+  TRY(any_nonfinite(c, g, &bad));
   TRY(one_value(c, 2, shape.dtype, &shape, &inv));
   TRY(op_const(c, shape.dtype, 1.0, &shape, &one));
   TRY(tpuc_hlo_compare(c->fn, TPUC_HLO_EQ, inv, one, &is_one));
