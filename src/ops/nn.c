@@ -864,6 +864,19 @@ static bool rnn_gates_ok(const op_ctx* c, int i, int k, const tpuc_hlo_type* lik
   return like == NULL || tpuc_hlo_type_equal(t, like);
 }
 
+/* What both cells' forwards take: input and hidden gates of one type with
+ * k gates each, both biases or neither, and the state (argument 2) of
+ * the gates' shape with the last dim divided by k. */
+static bool rnn_cell_ok(const op_ctx* c, int k) {
+  const tpuc_hlo_type* t = &c->types[0];
+  if (!rnn_gates_ok(c, 0, k, NULL) || !rnn_gates_ok(c, 1, k, t) ||
+      !op_is_tensor(c, 2) || op_is_none(c, 3) != op_is_none(c, 4))
+    return false;
+  tpuc_hlo_type ht = *t;
+  ht.dims[t->rank - 1] /= k;
+  return tpuc_hlo_type_equal(&c->types[2], &ht);
+}
+
 /* _thnn_fused_lstm_cell(input_gates, hidden_gates, cx, input_bias?,
  * hidden_bias?) -> (hy, cy, workspace): gates i, f, g, o (sigmoid,
  * sigmoid, tanh, sigmoid) of the summed gates; cy = f cx + i g, hy = o
@@ -871,13 +884,7 @@ static bool rnn_gates_ok(const op_ctx* c, int i, int k, const tpuc_hlo_type* lik
 static tpuc_status* lower_lstm_cell(op_ctx* c, int param) {
   (void)param;
   const tpuc_hlo_type* t = &c->types[0];
-  if (!rnn_gates_ok(c, 0, 4, NULL) || !rnn_gates_ok(c, 1, 4, t) ||
-      !op_is_tensor(c, 2) || op_is_none(c, 3) != op_is_none(c, 4))
-    return op_unimpl("lstm cell: unusual arguments");
-  tpuc_hlo_type ht = *t;
-  ht.dims[t->rank - 1] /= 4;
-  if (!tpuc_hlo_type_equal(&c->types[2], &ht))
-    return op_unimpl("lstm cell: cx's shape");
+  if (!rnn_cell_ok(c, 4)) return op_unimpl("lstm cell: unusual arguments");
   tpuc_dtype acc = op_accumulation_dtype(t->dtype);
   em e = em_make(c, acc, t);
   V gates = e_add(&e, e_cvt(&e, c->vals[0], acc), e_cvt(&e, c->vals[1], acc));
@@ -950,13 +957,7 @@ static tpuc_status* lower_lstm_cell_bw(op_ctx* c, int param) {
 static tpuc_status* lower_gru_cell(op_ctx* c, int param) {
   (void)param;
   const tpuc_hlo_type* t = &c->types[0];
-  if (!rnn_gates_ok(c, 0, 3, NULL) || !rnn_gates_ok(c, 1, 3, t) ||
-      !op_is_tensor(c, 2) || op_is_none(c, 3) != op_is_none(c, 4))
-    return op_unimpl("gru cell: unusual arguments");
-  tpuc_hlo_type ht = *t;
-  ht.dims[t->rank - 1] /= 3;
-  if (!tpuc_hlo_type_equal(&c->types[2], &ht))
-    return op_unimpl("gru cell: hx's shape");
+  if (!rnn_cell_ok(c, 3)) return op_unimpl("gru cell: unusual arguments");
   tpuc_dtype acc = op_accumulation_dtype(t->dtype);
   em e = em_make(c, acc, t);
   V in = rnn_add_bias(&e, e_cvt(&e, c->vals[0], acc), t, 3);
@@ -3805,6 +3806,87 @@ static V grid_source(em* e, V g, int64_t S, int pad, bool align, bool vec) {
   return x;
 }
 
+/* Sizes of a grid sample: input [N, C, S...], grid [N, O..., ns]; PS and
+ * PO the products of S and O; stride[d] the row stride of spatial dim d
+ * in the input as rows [N * PS, C]. */
+typedef struct {
+  int64_t N, C, PS, PO;
+  int64_t S[3], O[3], stride[3];
+} grid_dims;
+
+static void grid_dims_of(const tpuc_hlo_type* t, const tpuc_hlo_type* gt,
+                         int ns, grid_dims* g) {
+  g->N = t->dims[0];
+  g->C = t->dims[1];
+  g->PS = g->PO = 1;
+  for (int d = 0; d < ns; d++) {
+    g->S[d] = t->dims[2 + d];
+    g->O[d] = gt->dims[1 + d];
+    g->PS *= g->S[d];
+    g->PO *= g->O[d];
+  }
+  for (int d = ns - 1, st = 1; d >= 0; d--) {
+    g->stride[d] = st;
+    st *= (int)g->S[d];
+  }
+}
+
+/* The source coordinate along each spatial dim d ([N, out...] of type ct,
+ * e's dtype) from the grid (its component ns - 1 - d), through
+ * grid_source with padding `pad`. */
+static void grid_coords(em* e, V grid, const tpuc_hlo_type* gt,
+                        const tpuc_hlo_type* ct, int ns, const grid_dims* g,
+                        int pad, bool align, V* src) {
+  int r = ns + 2;
+  for (int d = 0; d < ns; d++) {
+    int64_t st[TPUC_MAX_RANK] = {0}, lim[TPUC_MAX_RANK];
+    for (int k = 0; k < r; k++) lim[k] = gt->dims[k];
+    st[r - 1] = ns - 1 - d;
+    lim[r - 1] = st[r - 1] + 1;
+    V c = -1;
+    if (e->st == NULL) e->st = tpuc_hlo_slice(e->c->fn, grid, st, lim, NULL, &c);
+    c = e_reshape(e, c, ct->dims, ct->rank);
+    src[d] = grid_source(e, c, g->S[d], pad, align, ns == 2);
+  }
+}
+
+/* Corner q of the cell at lo[] (s64 [N, out...]): whether it lies inside
+ * the input and its row in the input's rows [N * PS, C] (0 outside); bit
+ * ns - 1 - d of q picks dim d's upper neighbour (the last dim varies
+ * fastest). */
+static void grid_corner(em* ei, int q, int ns, const grid_dims* g,
+                        const V* lo, V n_base, V* valid, V* flat) {
+  V ok_all = -1, row = n_base;
+  for (int d = 0; d < ns; d++) {
+    bool hi = ((q >> (ns - 1 - d)) & 1) != 0;
+    V id = hi ? e_add(ei, lo[d], e_k(ei, 1.0)) : lo[d];
+    V ok = e_and(ei, e_cmp(ei, TPUC_HLO_GE, id, e_k(ei, 0.0)),
+                 e_cmp(ei, TPUC_HLO_LT, id, e_k(ei, (double)g->S[d])));
+    ok_all = d == 0 ? ok : e_and(ei, ok_all, ok);
+    row = e_add(ei, row, e_mul(ei, id, e_k(ei, (double)g->stride[d])));
+  }
+  *valid = ok_all;
+  *flat = e_sel(ei, ok_all, row, e_k(ei, 0.0));
+}
+
+/* Per spatial dim the cell of each source coordinate: its floor (nearest
+ * for mode 1) as s64 in lo[], and for bilinear (mode 0) the weights of the
+ * lower and upper neighbours in w0[] and w1[]. */
+static void grid_cells(em* e, const V* src, int ns, int mode, V* lo, V* w0,
+                       V* w1) {
+  for (int d = 0; d < ns; d++) {
+    if (mode == 1) {
+      lo[d] = e_cvt(e, e_un(e, TPUC_HLO_ROUND_NEAREST_EVEN, src[d]),
+                    TPUC_DTYPE_S64);
+      continue;
+    }
+    V f = e_un(e, TPUC_HLO_FLOOR, src[d]);
+    lo[d] = e_cvt(e, f, TPUC_DTYPE_S64);
+    w1[d] = e_sub(e, src[d], f);
+    w0[d] = e_sub(e, e_k(e, 1.0), w1[d]);
+  }
+}
+
 static tpuc_status* lower_grid_sampler(op_ctx* c, int ns) {
   if (!op_is_tensor(c, 0) || !op_is_tensor(c, 1) ||
       c->args[2].kind != TPUC_OP_ARG_INT ||
@@ -3827,18 +3909,8 @@ static tpuc_status* lower_grid_sampler(op_ctx* c, int ns) {
     return op_unimpl("grid_sampler: unusual arguments (CPU says why)");
   if (tpuc_hlo_type_num_elements(t) == 0 || tpuc_hlo_type_num_elements(gt) == 0)
     return op_unimpl("empty grid_sampler: CPU");
-  int64_t N = t->dims[0], C = t->dims[1], PS = 1, PO = 1;
-  int64_t S[3], O[3], stride[3];
-  for (int d = 0; d < ns; d++) {
-    S[d] = t->dims[2 + d];
-    O[d] = gt->dims[1 + d];
-    PS *= S[d];
-    PO *= O[d];
-  }
-  for (int d = ns - 1, st = 1; d >= 0; d--) {
-    stride[d] = st;
-    st *= (int)S[d];
-  }
+  grid_dims g;
+  grid_dims_of(t, gt, ns, &g);
   /* coordinates: [N, out...] per spatial dim */
   tpuc_hlo_type ct = *gt;
   ct.rank = r - 1;
@@ -3847,19 +3919,11 @@ static tpuc_status* lower_grid_sampler(op_ctx* c, int ns) {
   tpuc_hlo_type it = ct;
   it.dtype = TPUC_DTYPE_S64;
   em ei = em_make(c, TPUC_DTYPE_S64, &it);
-  V grid = e_cvt(&e, c->vals[1], acc), src[3];
-  for (int d = 0; d < ns; d++) {
-    int64_t st[TPUC_MAX_RANK] = {0}, lim[TPUC_MAX_RANK];
-    for (int k = 0; k < r; k++) lim[k] = gt->dims[k];
-    st[r - 1] = ns - 1 - d;
-    lim[r - 1] = st[r - 1] + 1;
-    V g = -1;
-    if (e.st == NULL) e.st = tpuc_hlo_slice(c->fn, grid, st, lim, NULL, &g);
-    g = e_reshape(&e, g, ct.dims, ct.rank);
-    src[d] = grid_source(&e, g, S[d], pad, align, ns == 2);
-  }
+  V src[3];
+  grid_coords(&e, e_cvt(&e, c->vals[1], acc), gt, &ct, ns, &g, pad, align,
+              src);
   /* the input as rows [N * prod(S), C] */
-  int64_t perm[TPUC_MAX_RANK], rows[2] = {N * PS, C};
+  int64_t perm[TPUC_MAX_RANK], rows[2] = {g.N * g.PS, g.C};
   perm[0] = 0;
   for (int d = 0; d < ns; d++) perm[1 + d] = 2 + d;
   perm[r - 1] = 1;
@@ -3869,48 +3933,29 @@ static tpuc_status* lower_grid_sampler(op_ctx* c, int ns) {
   tpuc_hlo_type rt = tpuc_hlo_type_make(acc, rows, 2);
   /* the corners: per dim the floor (and floor + 1) or the nearest */
   V lo[3], w0[3], w1[3];
-  for (int d = 0; d < ns; d++) {
-    if (mode == 1) {
-      lo[d] = e_cvt(&e, e_un(&e, TPUC_HLO_ROUND_NEAREST_EVEN, src[d]),
-                    TPUC_DTYPE_S64);
-      continue;
-    }
-    V f = e_un(&e, TPUC_HLO_FLOOR, src[d]);
-    lo[d] = e_cvt(&e, f, TPUC_DTYPE_S64);
-    w1[d] = e_sub(&e, src[d], f);
-    w0[d] = e_sub(&e, e_k(&e, 1.0), w1[d]);
-  }
+  grid_cells(&e, src, ns, mode, lo, w0, w1);
   int ncorner = mode == 1 ? 1 : 1 << ns;
   int64_t od[TPUC_MAX_RANK];
-  od[0] = N;
-  for (int d = 0; d < ns; d++) od[1 + d] = O[d];
-  od[r - 1] = C;
+  od[0] = g.N;
+  for (int d = 0; d < ns; d++) od[1 + d] = g.O[d];
+  od[r - 1] = g.C;
   tpuc_hlo_type ot = tpuc_hlo_type_make(acc, od, r);
   em eo = em_make(c, acc, &ot);
   int64_t bmap[TPUC_MAX_RANK];
   for (int k = 0; k < r - 1; k++) bmap[k] = k;
-  V n_base = e_mul(&ei, e_iota(&ei, &it, 0), e_k(&ei, (double)PS));
+  V n_base = e_mul(&ei, e_iota(&ei, &it, 0), e_k(&ei, (double)g.PS));
   V out = -1;
   for (int q = 0; q < ncorner; q++) {
-    V valid = -1, flat = n_base, w = -1;
-    for (int d = 0; d < ns; d++) {
-      /* corner bit of dim d: the last dim varies fastest */
-      bool hi = ((q >> (ns - 1 - d)) & 1) != 0;
-      V id = hi ? e_add(&ei, lo[d], e_k(&ei, 1.0)) : lo[d];
-      V ok = e_and(&ei, e_cmp(&ei, TPUC_HLO_GE, id, e_k(&ei, 0.0)),
-                   e_cmp(&ei, TPUC_HLO_LT, id, e_k(&ei, (double)S[d])));
-      valid = d == 0 ? ok : e_and(&ei, valid, ok);
-      flat = e_add(&ei, flat, e_mul(&ei, id, e_k(&ei, (double)stride[d])));
-      if (mode == 0) {
-        /* weights multiply as the CPU: 2-d y then x, 3-d x, y, z */
-        int dd = ns == 2 ? d : ns - 1 - d;
-        bool hb = ((q >> (ns - 1 - dd)) & 1) != 0;
-        V wd = hb ? w1[dd] : w0[dd];
-        w = d == 0 ? wd : e_mul(&e, w, wd);
-      }
+    V valid, flat, w = -1;
+    grid_corner(&ei, q, ns, &g, lo, n_base, &valid, &flat);
+    for (int d = 0; mode == 0 && d < ns; d++) {
+      /* weights multiply as the CPU: 2-d y then x, 3-d x, y, z */
+      int dd = ns == 2 ? d : ns - 1 - d;
+      bool hb = ((q >> (ns - 1 - dd)) & 1) != 0;
+      V wd = hb ? w1[dd] : w0[dd];
+      w = d == 0 ? wd : e_mul(&e, w, wd);
     }
-    flat = e_sel(&ei, valid, flat, e_k(&ei, 0.0));
-    int64_t m = N * PO, mi[2] = {m, 1};
+    int64_t m = g.N * g.PO, mi[2] = {m, 1};
     V val = -1;
     flat = e_reshape(&ei, flat, mi, 2);
     if (ei.st == NULL) ei.st = op_take_along(c->fn, xr, &rt, 0, flat, &val);
@@ -3964,20 +4009,12 @@ static tpuc_status* lower_grid_sampler_bw(op_ctx* c, int ns) {
     return op_unimpl("grid_sampler backward: this case runs on the CPU");
   if (tpuc_hlo_type_num_elements(t) == 0 || tpuc_hlo_type_num_elements(gt) == 0)
     return op_unimpl("empty grid_sampler: CPU");
-  int64_t N = t->dims[0], C = t->dims[1], PS = 1, PO = 1;
-  int64_t S[3], O[3], stride[3];
-  for (int d = 0; d < ns; d++) {
-    S[d] = t->dims[2 + d];
-    O[d] = gt->dims[1 + d];
-    PS *= S[d];
-    PO *= O[d];
-    if (got->dims[2 + d] != O[d] || got->dims[0] != N || got->dims[1] != C)
+  grid_dims g;
+  grid_dims_of(t, gt, ns, &g);
+  for (int d = 0; d < ns; d++)
+    if (got->dims[2 + d] != g.O[d] || got->dims[0] != g.N ||
+        got->dims[1] != g.C)
       return op_unimpl("grid_sampler backward: grad_output's shape");
-  }
-  for (int d = ns - 1, st = 1; d >= 0; d--) {
-    stride[d] = st;
-    st *= (int)S[d];
-  }
   tpuc_hlo_type ct = *gt;
   ct.rank = r - 1;
   ct.dtype = acc;
@@ -3985,40 +4022,24 @@ static tpuc_status* lower_grid_sampler_bw(op_ctx* c, int ns) {
   tpuc_hlo_type it = ct;
   it.dtype = TPUC_DTYPE_S64;
   em ei = em_make(c, TPUC_DTYPE_S64, &it);
-  V grid = e_cvt(&e, c->vals[2], acc), src[3], inb[3];
+  /* unclipped coordinates, clipped below where border padding is */
+  V src[3], inb[3];
+  grid_coords(&e, e_cvt(&e, c->vals[2], acc), gt, &ct, ns, &g, 0, align, src);
   for (int d = 0; d < ns; d++) {
-    int64_t st[TPUC_MAX_RANK] = {0}, lim[TPUC_MAX_RANK];
-    for (int k = 0; k < r; k++) lim[k] = gt->dims[k];
-    st[r - 1] = ns - 1 - d;
-    lim[r - 1] = st[r - 1] + 1;
-    V g = -1;
-    if (e.st == NULL) e.st = tpuc_hlo_slice(c->fn, grid, st, lim, NULL, &g);
-    g = e_reshape(&e, g, ct.dims, ct.rank);
-    src[d] = grid_source(&e, g, S[d], 0, align, ns == 2);
     inb[d] = -1;
     if (pad == 1) {
-      V hi = e_k(&e, (double)(S[d] - 1)), zero = e_k(&e, 0.0);
+      V hi = e_k(&e, (double)(g.S[d] - 1)), zero = e_k(&e, 0.0);
       inb[d] = e_and(&e, e_cmp(&e, TPUC_HLO_GT, src[d], zero),
                      e_cmp(&e, TPUC_HLO_LT, src[d], hi));
       src[d] = e_min(&e, hi, e_max(&e, src[d], zero));
     }
   }
   V lo[3], w0[3], w1[3];
-  for (int d = 0; d < ns; d++) {
-    if (mode == 1) {
-      lo[d] = e_cvt(&e, e_un(&e, TPUC_HLO_ROUND_NEAREST_EVEN, src[d]),
-                    TPUC_DTYPE_S64);
-      continue;
-    }
-    V f = e_un(&e, TPUC_HLO_FLOOR, src[d]);
-    lo[d] = e_cvt(&e, f, TPUC_DTYPE_S64);
-    w1[d] = e_sub(&e, src[d], f);
-    w0[d] = e_sub(&e, e_k(&e, 1.0), w1[d]);
-  }
+  grid_cells(&e, src, ns, mode, lo, w0, w1);
   int64_t od[TPUC_MAX_RANK], perm[TPUC_MAX_RANK];
-  od[0] = N;
-  for (int d = 0; d < ns; d++) od[1 + d] = O[d];
-  od[r - 1] = C;
+  od[0] = g.N;
+  for (int d = 0; d < ns; d++) od[1 + d] = g.O[d];
+  od[r - 1] = g.C;
   tpuc_hlo_type ot = tpuc_hlo_type_make(acc, od, r);
   em eo = em_make(c, acc, &ot);
   int64_t bmap[TPUC_MAX_RANK];
@@ -4030,7 +4051,8 @@ static tpuc_status* lower_grid_sampler_bw(op_ctx* c, int ns) {
   V go = -1, xr = -1;
   if (eo.st == NULL) eo.st = tpuc_hlo_transpose(c->fn, c->vals[0], perm, &go);
   go = e_cvt(&eo, go, acc);
-  int64_t rows[2] = {N * PS, C}, m = N * PO, mrows[2] = {m, C}, mi[2] = {m, 1};
+  int64_t rows[2] = {g.N * g.PS, g.C}, m = g.N * g.PO, mrows[2] = {m, g.C},
+          mi[2] = {m, 1};
   tpuc_hlo_type rt = tpuc_hlo_type_make(acc, rows, 2);
   em er = em_make(c, acc, &rt);
   if (want_grid && mode == 0) {
@@ -4039,23 +4061,16 @@ static tpuc_status* lower_grid_sampler_bw(op_ctx* c, int ns) {
   }
   V gin = want_in ? e_k(&er, 0.0) : -1;
   V gsrc[3] = {-1, -1, -1};
-  V n_base = e_mul(&ei, e_iota(&ei, &it, 0), e_k(&ei, (double)PS));
+  V n_base = e_mul(&ei, e_iota(&ei, &it, 0), e_k(&ei, (double)g.PS));
   int ncorner = mode == 1 ? 1 : 1 << ns;
   for (int q = 0; q < ncorner; q++) {
-    V valid = -1, flat = n_base, w = -1, wd[3];
-    for (int d = 0; d < ns; d++) {
-      bool hi = ((q >> (ns - 1 - d)) & 1) != 0;
-      V id = hi ? e_add(&ei, lo[d], e_k(&ei, 1.0)) : lo[d];
-      V ok = e_and(&ei, e_cmp(&ei, TPUC_HLO_GE, id, e_k(&ei, 0.0)),
-                   e_cmp(&ei, TPUC_HLO_LT, id, e_k(&ei, (double)S[d])));
-      valid = d == 0 ? ok : e_and(&ei, valid, ok);
-      flat = e_add(&ei, flat, e_mul(&ei, id, e_k(&ei, (double)stride[d])));
-      if (mode == 0) {
-        wd[d] = hi ? w1[d] : w0[d];
-        w = d == 0 ? wd[d] : e_mul(&e, w, wd[d]);
-      }
+    V valid, flat, w = -1, wd[3];
+    grid_corner(&ei, q, ns, &g, lo, n_base, &valid, &flat);
+    for (int d = 0; mode == 0 && d < ns; d++) {
+      wd[d] = ((q >> (ns - 1 - d)) & 1) ? w1[d] : w0[d];
+      w = d == 0 ? wd[d] : e_mul(&e, w, wd[d]);
     }
-    flat = e_reshape(&ei, e_sel(&ei, valid, flat, e_k(&ei, 0.0)), mi, 2);
+    flat = e_reshape(&ei, flat, mi, 2);
     V vb = e_bcast(&eo, valid, od, r, bmap);
     if (want_in) {
       V contrib = mode == 0 ? e_mul(&eo, go, e_bcast(&eo, w, od, r, bmap)) : go;
@@ -4088,9 +4103,9 @@ static tpuc_status* lower_grid_sampler_bw(op_ctx* c, int ns) {
   c->outs[0] = c->outs[1] = -1;
   if (want_in) {
     int64_t sd[TPUC_MAX_RANK];
-    sd[0] = N;
-    for (int d = 0; d < ns; d++) sd[1 + d] = S[d];
-    sd[r - 1] = C;
+    sd[0] = g.N;
+    for (int d = 0; d < ns; d++) sd[1 + d] = g.S[d];
+    sd[r - 1] = g.C;
     V gi = e_reshape(&er, gin, sd, r);
     for (int k = 0; k < r; k++) perm[k] = k == 0 ? 0 : k == 1 ? r - 1 : k - 1;
     if (er.st == NULL) er.st = tpuc_hlo_transpose(c->fn, gi, perm, &gi);
@@ -4103,11 +4118,11 @@ static tpuc_status* lower_grid_sampler_bw(op_ctx* c, int ns) {
     one[r - 1] = 1;
     for (int k = 0; k < ns; k++) {
       int d = ns - 1 - k; /* component 0 is the last spatial dim */
-      V g = mode == 0 ? gsrc[d] : e_k(&e, 0.0);
-      double f = align ? (double)(S[d] - 1) / 2.0 : (double)S[d] / 2.0;
-      g = e_mul(&e, g, e_k(&e, f));
-      if (pad == 1) g = e_sel(&e, inb[d], g, e_k(&e, 0.0));
-      comps[k] = e_reshape(&e, g, one, r);
+      V gd = mode == 0 ? gsrc[d] : e_k(&e, 0.0);
+      double f = align ? (double)(g.S[d] - 1) / 2.0 : (double)g.S[d] / 2.0;
+      gd = e_mul(&e, gd, e_k(&e, f));
+      if (pad == 1) gd = e_sel(&e, inb[d], gd, e_k(&e, 0.0));
+      comps[k] = e_reshape(&e, gd, one, r);
     }
     V gg = -1;
     if (e.st == NULL)
