@@ -110,6 +110,10 @@ def weighted_loss(tensors, dev):
 
 def one_transformers(model_type, kind):
     """Runs in a child: builds, runs on both devices, prints one JSON row."""
+    print("ROW " + json.dumps(transformers_row(model_type, kind)), flush=True)
+
+
+def transformers_row(model_type, kind):
     import torch
     import tpuc
     import transformers
@@ -158,8 +162,7 @@ def one_transformers(model_type, kind):
             inputs["decoder_input_ids"] = torch.randint(3, 100, (2, 7), generator=g)
     except Exception as e:
         row["probe_error"] = f"{type(e).__name__}: {str(e)[:200]}"
-        print("ROW " + json.dumps(row), flush=True)
-        return
+        return row
 
     def run(dev):
         m = copy.deepcopy(model).to(dev)
@@ -173,21 +176,19 @@ def one_transformers(model_type, kind):
         cpu_outs, cpu_grads = run("cpu")
     except Exception as e:
         row["probe_error"] = f"on the CPU: {type(e).__name__}: {str(e)[:200]}"
-        print("ROW " + json.dumps(row), flush=True)
-        return
+        return row
     tpuc.fallback_reset()
     start = time.time()
     try:
         tpu_outs, tpu_grads = run("tpu")
     except Exception as e:
         row["error"] = f"{type(e).__name__}: {str(e)[:300]}"
-        print("ROW " + json.dumps(row), flush=True)
-        return
+        return row
     row["tpu_seconds"] = round(time.time() - start, 2)
     row["fallback"] = dict(tpuc.fallback_report())
     row["out_rel"], row["grad_rel"], row["grad_worst"] = compare(cpu_outs, tpu_outs,
                                                                  cpu_grads, tpu_grads)
-    print("ROW " + json.dumps(row), flush=True)
+    return row
 
 
 def diffusers_rows(only):
