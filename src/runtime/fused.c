@@ -1386,7 +1386,12 @@ static uint64_t window_hash(const fz_seg* s, size_t n) {
 /* True when the last FZ_WINDOW ops already occurred at least
  * min_period() ops earlier in the segment: the op sequence (a step) has
  * started over, and everything before this window is one period (after
- * any preamble). Remembers the window otherwise. */
+ * any preamble). Remembers the window otherwise. A window that recurs
+ * sooner keeps its first end: a loop whose body is shorter than
+ * min_period() (a row written per iteration) is cut every few bodies, at
+ * the first multiple of its period from min_period() on, instead of
+ * growing to the size limit (a program of thousands of ops that XLA takes
+ * minutes to compile). */
 static bool repeats(fz_seg* s) {
   size_t n = s->n;
   if (n < FZ_WINDOW) return false;
@@ -1410,9 +1415,7 @@ static bool repeats(fz_seg* s) {
   size_t mask = s->win_cap - 1, i = (size_t)(h * 0x9E3779B97F4A7C15ULL) & mask;
   for (; s->win_hash[i] != 0; i = (i + 1) & mask) {
     if (s->win_hash[i] != h) continue;
-    if (n - s->win_end[i] >= min_period()) return true;
-    s->win_end[i] = (uint32_t)n; /* too close: a shorter repeat */
-    return false;
+    return n - s->win_end[i] >= min_period();
   }
   s->win_hash[i] = h;
   s->win_end[i] = (uint32_t)n;

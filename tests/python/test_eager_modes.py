@@ -505,6 +505,47 @@ def test_size_limit_cuts_segments():
     assert int(n) >= 4
 
 
+@pytest.mark.parametrize("body", ["copy", "scale"])
+def test_a_loop_with_a_short_body_is_cut_every_few_iterations(monkeypatch, body):
+    """A Python loop whose body is fewer ops than the shortest step
+    (TPUC_FUSED_MIN_PERIOD, 16) -- a row written per iteration, as in
+    PyTorch's test_index_copy_deterministic -- is cut at the first multiple
+    of its body from 16 ops on, and those segments replay one program. It
+    used to grow to the size limit: a 4096-op program that XLA took 82 s to
+    compile for 40,000 column copies."""
+    monkeypatch.delenv("TPUC_FUSE_AFTER")
+    torch.manual_seed(0)
+    src = torch.rand(5, 300, 3)
+    idx = torch.randint(0, 40, (300,)).tolist()
+    want = torch.zeros(5, 40, 3)
+    x0 = want.to("tpu")
+    s = src.to("tpu")
+    torch.tpu.synchronize()
+    with torch.tpu.eager_mode("fused"):
+        torch.tpu.fused_reset_stats()
+        for i, j in enumerate(idx):
+            if body == "copy":  # one op: a column copy
+                x0[:, j, :] = s[:, i, :]
+                want[:, j, :] = src[:, i, :]
+            else:  # three: multiply, add, copy
+                x0[:, j, :] = s[:, i, :] * 2 + 1
+                want[:, j, :] = src[:, i, :] * 2 + 1
+        got = x0.cpu()
+        stats = torch.tpu.fused_stats()
+        log = torch.tpu.fused_log()
+    assert torch.equal(got, want)
+    assert stats["by_reason"]["size limit"] == 0
+    period = 1 if body == "copy" else 3
+    cuts = [e for e in log if e["reason"] == "repeated op sequence"]
+    assert stats["by_reason"]["repeated op sequence"] >= 300 * period // 24
+    # After the first segments (the views' first offsets are constants),
+    # every cut holds whole bodies, 16 to 16 + period ops, one program.
+    steady = cuts[len(cuts) // 2:]
+    assert {e["ops"] for e in steady} == {16 + (-16) % period}
+    assert {e["program"] for e in steady} == {"program table"}
+    assert stats["compiles"] <= 6
+
+
 def test_whole_storage_updates_donate_their_buffers():
     torch.tpu.set_eager_mode("fused")
     # Ones, not zeros: never-written zeros would be computed inside the
