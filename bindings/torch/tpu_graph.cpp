@@ -259,6 +259,9 @@ void register_graph(py::module& m) {
   m.def("graph_capture_end", &capture_end);
   m.def("graph_capture_broken",
         [](int device) { return tpuc_graph_capture_broken(client(), device); });
+  m.def("graph_capture_break", [](const std::string& why) {
+    tpuc_graph_capture_break(client(), why.c_str());
+  });
   m.def("graph_replay", &replay);
   m.def("graph_save", &save);
   m.def("graph_load", &load);

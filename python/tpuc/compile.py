@@ -397,6 +397,10 @@ class _Graph:
         compiled."""
         nodes = [n for n in self.gm.graph.nodes if n.op not in ("placeholder", "get_attr", "output")]
         bad = {n for n in nodes if n.op == culprit.op and n.target == culprit.target}
+        if _is_collective(culprit) or _is_wait(culprit):
+            # A collective's wait runs eagerly too (next to it when nothing
+            # comes between), and takes its work out of c10d's registry.
+            bad |= {n for n in nodes if _is_wait(n)}
         if len(bad) == len(nodes):
             return False
         part, ids, prev_bad = 0, {}, None
@@ -556,10 +560,44 @@ class _Probe(torch.fx.Interpreter):
 
     def run_node(self, n):
         out = super().run_node(n)
+        if _is_wait(n):
+            # A replay would not run it: its work would stay in c10d's
+            # registry (never waited, its tensors held to process exit).
+            _C_break(_WAIT_WHY)
         if self.culprit is None and n.op in ("call_function", "call_method", "call_module"):
             if self._broken(self.device):
                 self.culprit = n
         return out
+
+
+_WAIT_WHY = "waits for a collective's work (runs eagerly: c10d's registry of works)"
+
+
+def _C_break(why):
+    from . import _C
+
+    _C.graph_capture_break(why)
+
+
+def _op_namespace(n):
+    t = n.target if n.op == "call_function" else None
+    if isinstance(t, torch._ops.OpOverload):
+        t = t.overloadpacket
+    if isinstance(t, torch._ops.OpOverloadPacket):
+        ns, _, name = t._qualified_op_name.partition("::")
+        return ns, name
+    return None, None
+
+
+def _is_wait(n):
+    """A functional collective's wait_tensor node."""
+    ns, name = _op_namespace(n)
+    return ns in ("_c10d_functional", "c10d_functional") and name == "wait_tensor"
+
+
+def _is_collective(n):
+    ns, _ = _op_namespace(n)
+    return ns in ("_c10d_functional", "c10d_functional", "_c10d_functional_autograd")
 
 
 def _node_name(n):

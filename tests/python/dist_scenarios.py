@@ -373,6 +373,11 @@ def functional(rank, size):
     after = stats()
     assert after["split_graphs"] > before["split_graphs"], after
     assert after["replays"] > before["replays"] and after["eager_graphs"] == before["eager_graphs"], after
+    # Every call's wait ran (replays too): c10d's registry of works that
+    # wait_tensor has not waited for is empty. The replayed graph used to
+    # skip the wait, leaving each call's work and tensors to process exit.
+    dist.barrier()
+    assert torch._C._distributed_c10d._get_work_registry_size() == 0
     objs = [None] * size
     dist.all_gather_object(objs, {"rank": rank, "x": [rank] * 3})
     assert objs == [{"rank": r, "x": [r] * 3} for r in range(size)], objs
