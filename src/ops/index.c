@@ -1274,6 +1274,423 @@ static tpuc_status* lower_masked_scatter(op_ctx* c, int param) {
 
 /* ------------------------------ shape ops ------------------------------ */
 
+/* ----------------------------- embedding_bag ---------------------------- */
+
+#define EB_SUM 0
+#define EB_MEAN 1
+#define EB_MAX 2
+
+/* x (rank 1, s64 or i1) as a [n, 1] column for row scatters and takes. */
+static tpuc_status* col_of(op_ctx* c, V x, int64_t n, V* out) {
+  int64_t shp[2] = {n, 1};
+  return tpuc_hlo_reshape(c->fn, x, shp, 2, out);
+}
+
+/* A [rows, d] value from the per-row [rows] value v (v's entry per row). */
+static tpuc_status* rows_bcast(op_ctx* c, V v, int64_t rows, int64_t d,
+                               V* out) {
+  int64_t dims[2] = {rows, d}, zero = 0;
+  return tpuc_hlo_broadcast_in_dim(c->fn, v, dims, 2, &zero, out);
+}
+
+/* Bag of each of the n indices (s64[n]) from the first `nb` offsets
+ * (s64): the count of bag starts at or before it, less one. */
+static tpuc_status* offset_to_bag(op_ctx* c, V offs, int64_t nb, int64_t n,
+                                  V* out) {
+  int64_t n1 = n + 1, lo = 0, hi = nb, one = 1;
+  tpuc_hlo_type ct = tpuc_hlo_type_make(TPUC_DTYPE_S64, &n1, 1);
+  tpuc_hlo_type pt = tpuc_hlo_type_make(TPUC_DTYPE_S64, &nb, 1);
+  V starts, zeros, ones, coords, counts, sums, k;
+  TRY(tpuc_hlo_slice(c->fn, offs, &lo, &hi, &one, &starts));
+  TRY(col_of(c, starts, nb, &coords));
+  TRY(op_const(c, TPUC_DTYPE_S64, 0, &ct, &zeros));
+  TRY(op_const(c, TPUC_DTYPE_S64, 1, &pt, &ones));
+  TRY(scatter_points(c, zeros, coords, ones, TPUC_HLO_ADD, &counts));
+  TRY(prefix_sum(c, counts, n1, &sums));
+  hi = n;
+  TRY(tpuc_hlo_slice(c->fn, sums, &lo, &hi, &one, &sums));
+  tpuc_hlo_type st = tpuc_hlo_type_make(TPUC_DTYPE_S64, &n, 1);
+  TRY(op_const(c, TPUC_DTYPE_S64, 1, &st, &k));
+  return tpuc_hlo_binary(c->fn, TPUC_HLO_SUB, sums, k, out);
+}
+
+/* Per bag ([nb] s64), the count of the true entries of `keep` (i1[n])
+ * whose bag is `bag` (s64[n]). */
+static tpuc_status* bag_counts(op_ctx* c, V keep, V bag, int64_t n,
+                               int64_t nb, V* out) {
+  tpuc_hlo_type bt = tpuc_hlo_type_make(TPUC_DTYPE_S64, &nb, 1);
+  V k, zeros, coords;
+  TRY(convert(c, keep, TPUC_DTYPE_S64, &k));
+  TRY(op_const(c, TPUC_DTYPE_S64, 0, &bt, &zeros));
+  TRY(col_of(c, bag, n, &coords));
+  return scatter_points(c, zeros, coords, k, TPUC_HLO_ADD, out);
+}
+
+/* _embedding_bag / _embedding_bag_forward_only (param 1)(weight, indices,
+ * offsets, scale_grad_by_freq, mode, sparse, per_sample_weights?,
+ * include_last_offset, padding_idx) -> (output, offset2bag, bag_size,
+ * max_indices), as the CPU's kernel: bag b holds indices[offsets[b] :
+ * offsets[b + 1]] (the last one to the end); entries equal to padding_idx
+ * count for nothing; sum (times per_sample_weights), mean (over the bag's
+ * other entries; an empty bag is 0) or max per feature (an empty bag is 0,
+ * max_indices the first index that holds the max). bag_size counts each
+ * bag's entries; in sum mode it is zeros (the CPU zeroes it), and
+ * max_indices is bag_size except in max mode. offset2bag is always
+ * computed (the CPU leaves it empty on its fast sum path, and its backward
+ * recomputes an empty one). Bad indices or offsets, and a NaN in max mode
+ * (the CPU's first-greater scan skips a later NaN), go to the CPU. */
+static tpuc_status* lower_embedding_bag(op_ctx* c, int forward_only) {
+  if (!op_is_tensor(c, 0) || !op_is_tensor(c, 1) || !op_is_tensor(c, 2))
+    return op_unimpl("unexpected arguments");
+  const tpuc_hlo_type wt = c->types[0], it = c->types[1], ot = c->types[2];
+  int64_t mode = 0, last = 0, pad = -1;
+  TRY(op_int_arg(c, 4, 0, &mode));
+  TRY(op_int_arg(c, 7, 0, &last));
+  TRY(op_int_arg(c, 8, -1, &pad));
+  bool psw = !op_is_none(c, 6);
+  tpuc_dtype dt = wt.dtype;
+  if (wt.rank != 2 || it.rank != 1 || ot.rank != 1 ||
+      !is_index_dtype(it.dtype) || !is_index_dtype(ot.dtype) ||
+      !tpuc_dtype_is_float(dt) || mode < EB_SUM || mode > EB_MAX ||
+      (psw && (mode != EB_SUM || !op_is_tensor(c, 6) ||
+               c->types[6].rank != 1 || c->types[6].dtype != dt ||
+               c->types[6].dims[0] != it.dims[0])))
+    return op_unimpl("arguments the CPU refuses");
+  int64_t n = it.dims[0], nofs = ot.dims[0], nb = nofs - (last ? 1 : 0);
+  int64_t nw = wt.dims[0], d = wt.dims[1];
+  if (nb < 1 || (n > 0 && nw == 0)) return op_unimpl("no bags: CPU decides");
+  tpuc_dtype ix = (it.dtype == TPUC_DTYPE_S64 || ot.dtype == TPUC_DTYPE_S64)
+                      ? TPUC_DTYPE_S64
+                      : TPUC_DTYPE_S32;
+  tpuc_dtype acc = op_accumulation_dtype(dt);
+  int64_t out_dims[2] = {nb, d}, rdims[2] = {n, d};
+  tpuc_hlo_type outt = tpuc_hlo_type_make(acc, out_dims, 2);
+  tpuc_hlo_type bt = tpuc_hlo_type_make(TPUC_DTYPE_S64, &nb, 1);
+  V offs, bad;
+  /* offsets start at 0, never decrease and stay within the indices */
+  TRY(convert(c, c->vals[2], TPUC_DTYPE_S64, &offs));
+  {
+    V first, lt, gt, b, down;
+    int64_t lo = 0, hi = 1, one = 1;
+    TRY(tpuc_hlo_slice(c->fn, offs, &lo, &hi, &one, &first));
+    TRY(cmp_const(c, first, TPUC_HLO_NE, 0, &b));
+    TRY(cmp_const(c, offs, TPUC_HLO_LT, 0, &lt));
+    TRY(cmp_const(c, offs, TPUC_HLO_GT, (double)n, &gt));
+    TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_OR, lt, gt, &lt));
+    TRY(op_any_true(c, lt, &gt));
+    TRY(op_any_true(c, b, &b));
+    TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_OR, b, gt, &bad));
+    if (nofs > 1) {
+      V a0, a1;
+      int64_t l0 = 0, h0 = nofs - 1, l1 = 1, h1 = nofs;
+      TRY(tpuc_hlo_slice(c->fn, offs, &l0, &h0, &one, &a0));
+      TRY(tpuc_hlo_slice(c->fn, offs, &l1, &h1, &one, &a1));
+      TRY(tpuc_hlo_compare(c->fn, TPUC_HLO_LT, a1, a0, &down));
+      TRY(op_any_true(c, down, &down));
+      TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_OR, bad, down, &bad));
+    }
+    TRY(add_check(c, bad, CPU_DECIDES, "bad offsets"));
+  }
+  V out, o2b, bag_size, maxi;
+  if (n == 0) {
+    TRY(op_const(c, acc, 0, &outt, &out));
+    int64_t zero = 0;
+    tpuc_hlo_type et = tpuc_hlo_type_make(TPUC_DTYPE_S64, &zero, 1);
+    TRY(op_const(c, TPUC_DTYPE_S64, 0, &et, &o2b));
+    TRY(op_const(c, TPUC_DTYPE_S64, 0, &bt, &bag_size));
+  } else {
+    V idx, keep, safe, z, rows, col;
+    TRY(norm_index(c, c->vals[1], nw, false, &idx, &bad));
+    TRY(add_check(c, bad, CPU_DECIDES, "index out of range"));
+    TRY(offset_to_bag(c, offs, nb, n, &o2b));
+    TRY(cmp_const(c, idx, TPUC_HLO_NE, (double)pad, &keep));
+    tpuc_hlo_type nt = tpuc_hlo_type_make(TPUC_DTYPE_S64, &n, 1);
+    TRY(op_const(c, TPUC_DTYPE_S64, 0, &nt, &z));
+    TRY(tpuc_hlo_select(c->fn, keep, idx, z, &safe));
+    TRY(col_of(c, safe, n, &col));
+    TRY(op_take_along(c->fn, c->vals[0], &wt, 0, col, &rows));
+    TRY(convert(c, rows, acc, &rows));
+    if (psw) {
+      V w, wb;
+      TRY(convert(c, c->vals[6], acc, &w));
+      TRY(rows_bcast(c, w, n, d, &wb));
+      TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_MUL, rows, wb, &rows));
+    }
+    V mask, zr, init;
+    tpuc_hlo_type rt = tpuc_hlo_type_make(acc, rdims, 2);
+    TRY(rows_bcast(c, keep, n, d, &mask));
+    TRY(bag_counts(c, keep, o2b, n, nb, &bag_size));
+    if (mode != EB_MAX) {
+      TRY(op_const(c, acc, 0, &rt, &zr));
+      TRY(tpuc_hlo_select(c->fn, mask, rows, zr, &rows));
+      TRY(op_const(c, acc, 0, &outt, &init));
+      TRY(scatter_rows(c, init, 0, o2b, n, rows, TPUC_HLO_ADD, &out));
+      if (mode == EB_MEAN) {
+        V one, den, denb;
+        TRY(op_const(c, TPUC_DTYPE_S64, 1, &bt, &one));
+        TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_MAX, bag_size, one, &den));
+        TRY(convert(c, den, acc, &den));
+        TRY(rows_bcast(c, den, nb, d, &denb));
+        TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_DIV, out, denb, &out));
+      }
+    } else {
+      /* NaN: the CPU's scan keeps the first value unless a later one is
+       * greater, so a NaN after the first entry is skipped there */
+      V nan, anynan, ninf, best, eq, pos, big, first, fz, empty, bz;
+      TRY(tpuc_hlo_compare(c->fn, TPUC_HLO_NE, rows, rows, &nan));
+      TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_AND, nan, mask, &nan));
+      TRY(op_any_true(c, nan, &anynan));
+      TRY(add_check(c, anynan, CPU_DECIDES, "NaN in a max bag"));
+      TRY(op_const(c, acc, -INFINITY, &rt, &ninf));
+      TRY(tpuc_hlo_select(c->fn, mask, rows, ninf, &rows));
+      TRY(op_const(c, acc, -INFINITY, &outt, &init));
+      TRY(scatter_rows(c, init, 0, o2b, n, rows, TPUC_HLO_MAX, &best));
+      /* the first entry of each bag that holds its max, per feature */
+      V o2bc, bestr;
+      TRY(col_of(c, o2b, n, &o2bc));
+      TRY(op_take_along(c->fn, best, &outt, 0, o2bc, &bestr));
+      TRY(tpuc_hlo_compare(c->fn, TPUC_HLO_EQ, rows, bestr, &eq));
+      TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_AND, eq, mask, &eq));
+      tpuc_hlo_type pt = tpuc_hlo_type_make(TPUC_DTYPE_S64, rdims, 2);
+      tpuc_hlo_type bpt = tpuc_hlo_type_make(TPUC_DTYPE_S64, out_dims, 2);
+      TRY(tpuc_hlo_iota(c->fn, &pt, 0, &pos));
+      TRY(op_const(c, TPUC_DTYPE_S64, (double)n, &pt, &big));
+      TRY(tpuc_hlo_select(c->fn, eq, pos, big, &pos));
+      TRY(op_const(c, TPUC_DTYPE_S64, (double)n, &bpt, &init));
+      TRY(scatter_rows(c, init, 0, o2b, n, pos, TPUC_HLO_MIN, &first));
+      /* the index at that entry (0 for an empty bag) */
+      V idxp, found, lim, zi, fc;
+      int64_t n1 = n + 1, lo = 0, hi = 0;
+      TRY(op_const(c, TPUC_DTYPE_S64, 0, NULL, &zi));
+      hi = 1;
+      TRY(tpuc_hlo_pad(c->fn, idx, zi, &lo, &hi, NULL, &idxp));
+      (void)n1;
+      int64_t cshape[3] = {nb, d, 1};
+      TRY(tpuc_hlo_reshape(c->fn, first, cshape, 3, &fc));
+      TRY(op_gather_elements(c->fn, idxp, fc, &maxi));
+      TRY(op_const(c, TPUC_DTYPE_S64, (double)n, &bpt, &lim));
+      TRY(tpuc_hlo_compare(c->fn, TPUC_HLO_LT, first, lim, &found));
+      TRY(op_const(c, TPUC_DTYPE_S64, 0, &bpt, &fz));
+      TRY(tpuc_hlo_select(c->fn, found, maxi, fz, &maxi));
+      TRY(cmp_const(c, bag_size, TPUC_HLO_EQ, 0, &empty));
+      TRY(rows_bcast(c, empty, nb, d, &empty));
+      TRY(op_const(c, acc, 0, &outt, &bz));
+      TRY(tpuc_hlo_select(c->fn, empty, bz, best, &out));
+    }
+  }
+  if (mode == EB_SUM) {
+    /* the CPU zeroes it; offsets' shape on its no-grad path */
+    int64_t bn = forward_only ? nofs : nb;
+    tpuc_hlo_type zt = tpuc_hlo_type_make(TPUC_DTYPE_S64, &bn, 1);
+    TRY(op_const(c, TPUC_DTYPE_S64, 0, &zt, &bag_size));
+  }
+  if (mode != EB_MAX) maxi = bag_size;
+  else if (n == 0) {
+    tpuc_hlo_type mt = tpuc_hlo_type_make(TPUC_DTYPE_S64, out_dims, 2);
+    TRY(op_const(c, TPUC_DTYPE_S64, 0, &mt, &maxi));
+  }
+  TRY(convert(c, out, dt, &c->outs[0]));
+  TRY(convert(c, o2b, ix, &c->outs[1]));
+  TRY(convert(c, bag_size, ix, &c->outs[2]));
+  TRY(convert(c, maxi, ix, &c->outs[3]));
+  c->nouts = 4;
+  return NULL;
+}
+
+/* _embedding_bag_dense_backward(grad, indices, offset2bag, bag_size,
+ * maximum_indices, num_weights, scale_grad_by_freq, mode,
+ * per_sample_weights?, padding_idx): sum and mean send each entry's bag
+ * gradient (over the bag's size for mean, times its weight) to its row,
+ * skipping padding_idx, each divided by its index's count with
+ * scale_grad_by_freq; max sends each feature's gradient to the row that
+ * held the max (non-empty bags). */
+static tpuc_status* lower_embedding_bag_backward(op_ctx* c, int param) {
+  /* argument positions: dense backward's, or (param 1) those of
+   * _embedding_bag_backward(grad, indices, offsets, offset2bag, bag_size,
+   * maximum_indices, num_weights, scale_grad_by_freq, mode, sparse,
+   * per_sample_weights?, padding_idx) */
+  const int A_O2B = param ? 3 : 2, A_BS = A_O2B + 1, A_MI = A_O2B + 2,
+            A_NW = A_O2B + 3, A_SCALE = A_O2B + 4, A_MODE = A_O2B + 5,
+            A_PSW = param ? 10 : 8, A_PAD = A_PSW + 1;
+  for (int i = 0; i <= A_MI; i++)
+    if (!op_is_tensor(c, i)) return op_unimpl("unexpected arguments");
+  const tpuc_hlo_type gt = c->types[0], it = c->types[1];
+  int64_t nw = 0, scale = 0, mode = 0, pad = -1, sparse = 0;
+  TRY(int_arg(c, A_NW, &nw));
+  TRY(op_int_arg(c, A_SCALE, 0, &scale));
+  TRY(op_int_arg(c, A_MODE, 0, &mode));
+  TRY(op_int_arg(c, A_PAD, -1, &pad));
+  if (param) TRY(op_int_arg(c, 9, 0, &sparse));
+  bool psw = !op_is_none(c, A_PSW);
+  tpuc_dtype dt = gt.dtype;
+  const tpuc_hlo_type* o2bt = &c->types[A_O2B];
+  /* an empty offset2bag (the CPU's fast sum path): from the offsets */
+  bool o2b_empty = param && o2bt->rank == 1 && o2bt->dims[0] == 0 &&
+                   c->types[2].rank == 1 && is_index_dtype(c->types[2].dtype);
+  if (sparse || gt.rank != 2 || it.rank != 1 || !is_index_dtype(it.dtype) ||
+      !tpuc_dtype_is_float(dt) || mode < EB_SUM || mode > EB_MAX || nw < 0 ||
+      o2bt->rank != 1 || (o2bt->dims[0] != it.dims[0] && !o2b_empty) ||
+      c->types[A_BS].rank != 1 || c->types[A_BS].dims[0] < gt.dims[0] ||
+      (psw && (!op_is_tensor(c, A_PSW) || c->types[A_PSW].rank != 1 ||
+               c->types[A_PSW].dims[0] != it.dims[0])) ||
+      (mode == EB_MAX && (scale || c->types[A_MI].rank != 2 ||
+                          c->types[A_MI].dims[0] != gt.dims[0] ||
+                          c->types[A_MI].dims[1] != gt.dims[1])))
+    return op_unimpl("arguments the CPU decides");
+  int64_t n = it.dims[0], nb = gt.dims[0], d = gt.dims[1];
+  tpuc_dtype acc = op_accumulation_dtype(dt);
+  int64_t wdims[2] = {nw, d}, rdims[2] = {n, d};
+  tpuc_hlo_type wtt = tpuc_hlo_type_make(acc, wdims, 2);
+  V g, zeros, r;
+  TRY(convert(c, c->vals[0], acc, &g));
+  TRY(op_const(c, acc, 0, &wtt, &zeros));
+  if (n == 0 || nw == 0 || d == 0) {
+    if (n > 0 && nw == 0) return op_unimpl("no weights: CPU decides");
+    c->nouts = 1;
+    return convert(c, zeros, dt, &c->outs[0]);
+  }
+  if (mode == EB_MAX) {
+    /* coordinates (max_indices[b, f], f) of the bags that hold entries */
+    V mi, bad, fi, coords, keep, kz, bs, bsz;
+    int64_t cd[3] = {nb, d, 1};
+    TRY(norm_index(c, c->vals[A_MI], nw, false, &mi, &bad));
+    TRY(add_check(c, bad, CPU_DECIDES, "index out of range"));
+    tpuc_hlo_type ft = tpuc_hlo_type_make(TPUC_DTYPE_S64, (int64_t[]){nb, d}, 2);
+    TRY(tpuc_hlo_iota(c->fn, &ft, 1, &fi));
+    V parts[2];
+    TRY(tpuc_hlo_reshape(c->fn, mi, cd, 3, &parts[0]));
+    TRY(tpuc_hlo_reshape(c->fn, fi, cd, 3, &parts[1]));
+    TRY(tpuc_hlo_concatenate(c->fn, parts, 2, 2, &coords));
+    int64_t lo = 0, hi = nb, one = 1;
+    TRY(convert(c, c->vals[A_BS], TPUC_DTYPE_S64, &bs));
+    TRY(tpuc_hlo_slice(c->fn, bs, &lo, &hi, &one, &bs));
+    TRY(cmp_const(c, bs, TPUC_HLO_NE, 0, &keep));
+    TRY(rows_bcast(c, keep, nb, d, &keep));
+    tpuc_hlo_type gtt = tpuc_hlo_type_make(acc, (int64_t[]){nb, d}, 2);
+    TRY(op_const(c, acc, 0, &gtt, &kz));
+    TRY(tpuc_hlo_select(c->fn, keep, g, kz, &bsz));
+    TRY(scatter_points(c, zeros, coords, bsz, TPUC_HLO_ADD, &r));
+    c->nouts = 1;
+    return convert(c, r, dt, &c->outs[0]);
+  }
+  V idx, bad, o2b, col, rows, keep, z, safe, mask, rz;
+  TRY(norm_index(c, c->vals[1], nw, false, &idx, &bad));
+  TRY(cmp_const(c, idx, TPUC_HLO_NE, (double)pad, &keep));
+  TRY(add_check(c, bad, CPU_DECIDES, "index out of range"));
+  if (o2b_empty) {
+    V offs;
+    TRY(convert(c, c->vals[2], TPUC_DTYPE_S64, &offs));
+    TRY(offset_to_bag(c, offs, c->types[2].dims[0], n, &o2b));
+    TRY(norm_index(c, o2b, nb, false, &o2b, &bad));
+  } else {
+    TRY(norm_index(c, c->vals[A_O2B], nb, false, &o2b, &bad));
+  }
+  TRY(add_check(c, bad, CPU_DECIDES, "bad offset2bag"));
+  tpuc_hlo_type gtt = tpuc_hlo_type_make(acc, (int64_t[]){nb, d}, 2);
+  TRY(col_of(c, o2b, n, &col));
+  TRY(op_take_along(c->fn, g, &gtt, 0, col, &rows));
+  tpuc_hlo_type nt = tpuc_hlo_type_make(acc, &n, 1);
+  if (mode == EB_MEAN) {
+    /* times 1 / bag_size of the entry's bag */
+    V bs, bsr, inv, one;
+    TRY(convert(c, c->vals[A_BS], acc, &bs));
+    TRY(op_gather_elements(c->fn, bs, col, &bsr));
+    TRY(op_const(c, acc, 1, &nt, &one));
+    TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_DIV, one, bsr, &inv));
+    TRY(rows_bcast(c, inv, n, d, &inv));
+    TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_MUL, rows, inv, &rows));
+  }
+  if (psw) {
+    V w;
+    TRY(convert(c, c->vals[A_PSW], acc, &w));
+    TRY(rows_bcast(c, w, n, d, &w));
+    TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_MUL, rows, w, &rows));
+  }
+  tpuc_hlo_type st = tpuc_hlo_type_make(TPUC_DTYPE_S64, &n, 1);
+  TRY(op_const(c, TPUC_DTYPE_S64, 0, &st, &z));
+  TRY(tpuc_hlo_select(c->fn, keep, idx, z, &safe));
+  if (scale) {
+    /* each entry over the count of its index among all entries */
+    tpuc_hlo_type ct = tpuc_hlo_type_make(acc, &nw, 1);
+    V cz, ones, counts, cnt, icol, s, idxc;
+    TRY(col_of(c, safe, n, &idxc));
+    TRY(op_const(c, acc, 0, &ct, &cz));
+    TRY(op_const(c, acc, 1, &nt, &ones));
+    TRY(col_of(c, idx, n, &icol));
+    TRY(scatter_points(c, cz, icol, ones, TPUC_HLO_ADD, &counts));
+    TRY(op_gather_elements(c->fn, counts, idxc, &cnt));
+    TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_DIV, ones, cnt, &s));
+    TRY(rows_bcast(c, s, n, d, &s));
+    TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_MUL, rows, s, &rows));
+  }
+  tpuc_hlo_type rt = tpuc_hlo_type_make(acc, rdims, 2);
+  TRY(rows_bcast(c, keep, n, d, &mask));
+  TRY(op_const(c, acc, 0, &rt, &rz));
+  TRY(tpuc_hlo_select(c->fn, mask, rows, rz, &rows));
+  TRY(scatter_rows(c, zeros, 0, safe, n, rows, TPUC_HLO_ADD, &r));
+  c->nouts = 1;
+  return convert(c, r, dt, &c->outs[0]);
+}
+
+/* _embedding_bag_per_sample_weights_backward(grad, weight, indices,
+ * offsets, offset2bag, mode, padding_idx): sum mode only; each entry's
+ * weight row dotted with its bag's gradient (0 at padding_idx). */
+static tpuc_status* lower_embedding_bag_psw_backward(op_ctx* c, int param) {
+  (void)param;
+  for (int i = 0; i < 5; i++)
+    if (!op_is_tensor(c, i)) return op_unimpl("unexpected arguments");
+  const tpuc_hlo_type gt = c->types[0], wt = c->types[1], it = c->types[2];
+  int64_t mode = 0, pad = -1;
+  TRY(op_int_arg(c, 5, 0, &mode));
+  TRY(op_int_arg(c, 6, -1, &pad));
+  tpuc_dtype dt = gt.dtype;
+  if (mode != EB_SUM || gt.rank != 2 || wt.rank != 2 || it.rank != 1 ||
+      wt.dims[1] != gt.dims[1] || !is_index_dtype(it.dtype) ||
+      !tpuc_dtype_is_float(dt) || wt.dtype != dt ||
+      c->types[4].rank != 1 || c->types[4].dims[0] != it.dims[0])
+    return op_unimpl("arguments the CPU decides");
+  int64_t n = it.dims[0], nb = gt.dims[0], d = gt.dims[1], nw = wt.dims[0];
+  tpuc_dtype acc = op_accumulation_dtype(dt);
+  tpuc_hlo_type nt = tpuc_hlo_type_make(acc, &n, 1);
+  if (n == 0) {
+    c->nouts = 1;
+    return op_const(c, dt, 0, &nt, &c->outs[0]);
+  }
+  if (nb == 0 || nw == 0) return op_unimpl("empty: CPU decides");
+  V idx, bad, keep, o2b, z, safe, ic, oc, wr, gr, prod, sum, zs;
+  TRY(norm_index(c, c->vals[2], nw, false, &idx, &bad));
+  TRY(add_check(c, bad, CPU_DECIDES, "index out of range"));
+  TRY(norm_index(c, c->vals[4], nb, false, &o2b, &bad));
+  TRY(add_check(c, bad, CPU_DECIDES, "bad offset2bag"));
+  TRY(cmp_const(c, idx, TPUC_HLO_NE, (double)pad, &keep));
+  tpuc_hlo_type st = tpuc_hlo_type_make(TPUC_DTYPE_S64, &n, 1);
+  TRY(op_const(c, TPUC_DTYPE_S64, 0, &st, &z));
+  TRY(tpuc_hlo_select(c->fn, keep, idx, z, &safe));
+  TRY(col_of(c, safe, n, &ic));
+  TRY(col_of(c, o2b, n, &oc));
+  V w, g;
+  TRY(convert(c, c->vals[1], acc, &w));
+  TRY(convert(c, c->vals[0], acc, &g));
+  tpuc_hlo_type wat = tpuc_hlo_type_make(acc, wt.dims, 2);
+  tpuc_hlo_type gat = tpuc_hlo_type_make(acc, gt.dims, 2);
+  TRY(op_take_along(c->fn, w, &wat, 0, ic, &wr));
+  TRY(op_take_along(c->fn, g, &gat, 0, oc, &gr));
+  TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_MUL, wr, gr, &prod));
+  {
+    V init;
+    tpuc_hlo_fn* body = NULL;
+    int64_t one = 1;
+    TRY(op_const(c, acc, 0, NULL, &init));
+    TRY(tpuc_hlo_region_binary(c->module, acc, TPUC_HLO_ADD, &body));
+    TRY(tpuc_hlo_reduce(c->fn, &prod, &init, 1, &one, 1, body, &sum));
+  }
+  (void)d;
+  TRY(op_const(c, acc, 0, &nt, &zs));
+  TRY(tpuc_hlo_select(c->fn, keep, sum, zs, &sum));
+  c->nouts = 1;
+  return convert(c, sum, dt, &c->outs[0]);
+}
+
 /* flip(self, dims) */
 static tpuc_status* lower_flip(op_ctx* c, int param) {
   (void)param;
@@ -1532,6 +1949,12 @@ const op_entry op_table_index[] = {
     {"aten::embedding", lower_embedding, 0},
     {"aten::embedding_dense_backward", lower_embedding_backward, 0},
     {"aten::embedding_dense_backward.out", lower_embedding_backward, 0},
+    {"aten::_embedding_bag", lower_embedding_bag, 0},
+    {"aten::_embedding_bag_forward_only", lower_embedding_bag, 1},
+    {"aten::_embedding_bag_dense_backward", lower_embedding_bag_backward, 0},
+    {"aten::_embedding_bag_backward", lower_embedding_bag_backward, 1},
+    {"aten::_embedding_bag_per_sample_weights_backward",
+     lower_embedding_bag_psw_backward, 0},
     {"aten::gather", lower_gather, 0},
     {"aten::gather.out", lower_gather, 0},
     {"aten::scatter.src", lower_scatter, SC_SRC},

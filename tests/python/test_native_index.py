@@ -473,3 +473,91 @@ def test_unfold_backward_is_native(dtype):
         assert tpuc.fallback_report() == {}, tpuc.fallback_report()
         torch.testing.assert_close(y.cpu(), torch.istft(spec, 64, hop_length=16, window=win,
                                                         length=400), atol=1e-5, rtol=1e-5)
+
+
+def _bag_run(dev, w, idx, offs, ps, g, **kw):
+    wd = w.detach().to(dev).requires_grad_()
+    pd = ps.detach().to(dev).requires_grad_() if ps is not None else None
+    out = F.embedding_bag(idx.to(dev), wd, offs.to(dev) if offs is not None else None,
+                          per_sample_weights=pd, **kw)
+    out.backward(g.to(dev))
+    return out.detach().cpu(), wd.grad.cpu(), (pd.grad.cpu() if pd is not None else None)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("mode", ["sum", "mean", "max"])
+@pytest.mark.parametrize("padding_idx", [None, 2])
+@pytest.mark.parametrize("last", [False, True])
+def test_embedding_bag_forward_and_backward(dtype, mode, padding_idx, last):
+    # nn.EmbeddingBag ran on the CPU fallback (_embedding_bag and its
+    # backward): bags of 3, 0 (empty), 3, 3 and 2 entries, padding entries,
+    # repeated indices, int32 and int64 indices, per-sample weights (sum).
+    g = torch.Generator().manual_seed(0)
+    for idt in (torch.int64, torch.int32):
+        w = torch.randn(10, 5, generator=g).to(dtype)
+        idx = torch.tensor([1, 2, 4, 5, 4, 3, 2, 9, 2, 2, 7], dtype=idt)
+        offs = torch.tensor([0, 3, 3, 6, 9] + ([11] if last else []), dtype=idt)
+        for psw in ([False, True] if mode == "sum" else [False]):
+            ps = torch.randn(11, generator=g).to(dtype) if psw else None
+            grad = torch.randn(5, 5, generator=g).to(dtype)
+            kw = dict(mode=mode, include_last_offset=last, padding_idx=padding_idx)
+            want = _bag_run("cpu", w, idx, offs, ps, grad, **kw)
+            tpuc.fallback_reset()
+            got = _bag_run("tpu", w, idx, offs, ps, grad, **kw)
+            assert tpuc.fallback_report() == {}, tpuc.fallback_report()
+            tol = {"atol": 2e-2, "rtol": 2e-2} if dtype == torch.bfloat16 else {}
+            for a, b in zip(got, want):
+                if b is None:
+                    assert a is None
+                    continue
+                assert a.dtype == b.dtype and a.shape == b.shape
+                torch.testing.assert_close(a, b, **tol)
+
+
+def test_embedding_bag_module_2d_input_scale_grad_and_errors():
+    # scale_grad_by_freq divides each row's gradient by its index's count
+    # in the batch, as CUDA does. (PyTorch's CPU kernel divides by the
+    # count of another index -- it reads counts[indices[i]] with i the
+    # group's number, not its position -- so the reference is the CPU's
+    # unscaled gradient over the counts.)
+    g = torch.Generator().manual_seed(1)
+    for mode in ("sum", "mean"):
+        m = torch.nn.EmbeddingBag(12, 4, mode=mode)
+        dm = torch.nn.EmbeddingBag(12, 4, mode=mode, scale_grad_by_freq=True).to("tpu")
+        dm.load_state_dict(m.state_dict())
+        x = torch.randint(0, 12, (3, 5), generator=g)
+        m(x).pow(2).sum().backward()
+        tpuc.fallback_reset()
+        y = dm(x.to("tpu"))
+        y.pow(2).sum().backward()
+        assert tpuc.fallback_report() == {}, tpuc.fallback_report()
+        torch.testing.assert_close(y.cpu(), m(x))
+        counts = torch.bincount(x.reshape(-1), minlength=12).clamp_min(1).unsqueeze(1)
+        torch.testing.assert_close(dm.weight.grad.cpu(), m.weight.grad / counts)
+    # the no-grad path (_embedding_bag_forward_only) in each mode
+    w = torch.randn(12, 4, generator=g)
+    x = torch.randint(0, 12, (4, 3), generator=g)
+    for mode in ("sum", "mean", "max"):
+        with torch.no_grad():
+            check(lambda w, x: F.embedding_bag(x, w, mode=mode), w, x, exact=False)
+    # PyTorch's errors: an index out of range, offsets not starting at 0
+    w, wd = torch.randn(5, 3), torch.randn(5, 3).to("tpu")
+    for idx, offs in [([0, 7, 1], [0, 2]), ([0, 1, 2], [1, 2])]:
+        with pytest.raises(RuntimeError) as cpu_err:
+            F.embedding_bag(torch.tensor(idx), w, torch.tensor(offs))
+        with pytest.raises(RuntimeError) as dev_err:
+            F.embedding_bag(torch.tensor(idx).to("tpu"), wd, torch.tensor(offs).to("tpu")).cpu()
+        assert str(dev_err.value).splitlines()[0] == str(cpu_err.value).splitlines()[0]
+    assert (wd * 2).sum().item() == pytest.approx((wd.cpu() * 2).sum().item(), rel=1e-6)
+
+
+def test_embedding_bag_max_ties_and_nan_as_on_the_cpu():
+    # ties: the first entry holding the max gets the gradient; a NaN after
+    # a bag's first entry is skipped by the CPU's scan (the CPU decides)
+    w = torch.tensor([[1.0, 2.0], [1.0, 5.0], [0.0, 5.0], [float("nan"), 0.0]])
+    grad = torch.tensor([[1.0, 10.0], [100.0, 1000.0]])
+    for idx, offs in [([0, 1, 2, 1], [0, 3]), ([1, 3, 2, 3], [0, 2])]:
+        want = _bag_run("cpu", w, torch.tensor(idx), torch.tensor(offs), None, grad, mode="max")
+        got = _bag_run("tpu", w, torch.tensor(idx), torch.tensor(offs), None, grad, mode="max")
+        for a, b in zip(got[:2], want[:2]):
+            torch.testing.assert_close(a, b, equal_nan=True)
