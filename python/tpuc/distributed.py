@@ -40,6 +40,7 @@ import torch
 
 BACKEND = "tpu"
 _registered = False
+_created = False  # a tpu backend was made in this process
 
 
 def _create(dist_opts, pg_options):
@@ -47,6 +48,8 @@ def _create(dist_opts, pg_options):
 
     from . import _C
 
+    global _created
+    _created = True
     store = dist_opts.store
     rank = dist_opts.group_rank
     size = dist_opts.group_size
@@ -85,14 +88,29 @@ def register():
         return
     if BACKEND.upper() not in dist.Backend._plugins:
         dist.Backend.register_backend(BACKEND, _create, extended_api=True, devices=["tpu"])
-    # The backends' threads finish their queued collectives while the
-    # interpreter can still run what completing them needs.
     import atexit
 
+    atexit.register(_at_exit)
+    _registered = True
+
+
+def _at_exit():
+    """The backends' threads finish their queued collectives while the
+    interpreter can still run what completing them needs. Then, with the
+    GIL released for a moment, the worker threads of torch.distributed's
+    Gloo groups (which outlive destroy_process_group once functional
+    collectives have cached the group) drop the tensors of the collective
+    they just completed: a tensor whose Python object went first needs the
+    GIL to go, and a thread that asks for it once the interpreter is
+    finalizing is ended mid-C++ (std::terminate, seen after an object
+    collective ended a 2-rank program)."""
     from . import _C
 
-    atexit.register(_C._dist_drain)
-    _registered = True
+    _C._dist_drain()
+    if _created:
+        import time
+
+        time.sleep(0.05)
 
 
 def _thread_world():
