@@ -304,6 +304,26 @@ static tpuc_status* scatter_points(op_ctx* c, V x, V coords, V updates, int op,
   return tpuc_hlo_scatter(c->fn, &x, 1, coords, &updates, &s, body, out);
 }
 
+/* The elements at full coordinates `coords` (s64[..., rank]) of x. */
+static tpuc_status* gather_points(op_ctx* c, V x, V coords, V* out) {
+  tpuc_hlo_type xt, ct;
+  TRY(type_of(c, x, &xt));
+  TRY(type_of(c, coords, &ct));
+  int64_t all[TPUC_MAX_RANK], ones[TPUC_MAX_RANK];
+  for (int d = 0; d < xt.rank; d++) {
+    all[d] = d;
+    ones[d] = 1;
+  }
+  tpuc_hlo_gather_dims g;
+  memset(&g, 0, sizeof g);
+  g.collapsed_slice_dims = all;
+  g.num_collapsed_slice_dims = (size_t)xt.rank;
+  g.start_index_map = all;
+  g.num_start_index_map = (size_t)xt.rank;
+  g.index_vector_dim = ct.rank - 1;
+  return tpuc_hlo_gather(c->fn, x, coords, &g, ones, false, out);
+}
+
 /* Rank-0 i1: some point of `coords` (s64[..., rank] into a tensor of
  * dims `dims`) is addressed twice. */
 static tpuc_status* has_duplicates(op_ctx* c, V coords, const int64_t* dims,
@@ -497,19 +517,7 @@ static tpuc_status* lower_gather(op_ctx* c, int param) {
   TRY(norm_index(c, index, st.dims[dim], false, &idx, &bad));
   TRY(add_check(c, bad, CPU_DECIDES, "index out of bounds"));
   TRY(dim_coords(c, idx, &it, dim, &coords));
-  int64_t all[TPUC_MAX_RANK], ones[TPUC_MAX_RANK];
-  for (int d = 0; d < st.rank; d++) {
-    all[d] = d;
-    ones[d] = 1;
-  }
-  tpuc_hlo_gather_dims g;
-  memset(&g, 0, sizeof g);
-  g.collapsed_slice_dims = all;
-  g.num_collapsed_slice_dims = (size_t)st.rank;
-  g.start_index_map = all;
-  g.num_start_index_map = (size_t)st.rank;
-  g.index_vector_dim = it.rank;
-  TRY(tpuc_hlo_gather(c->fn, self, coords, &g, ones, false, &r));
+  TRY(gather_points(c, self, coords, &r));
   c->nouts = 1;
   return tpuc_hlo_reshape(c->fn, r, rt.dims, rt.rank, &c->outs[0]);
 }
@@ -573,6 +581,41 @@ static tpuc_status* reduce_identity(op_ctx* c, int red, tpuc_dtype dt,
   }
   return tpuc_hlo_broadcast_in_dim(c->fn, k, shape->dims, shape->rank, NULL,
                                    out);
+}
+
+/* Rank-0 i1: two of the updates `upd` (dtype dt) written at the same
+ * point of `coords` (into a tensor of `dims`) differ in their bits, so
+ * which one a scatter keeps matters (the CPU keeps the last). Duplicates
+ * that write equal values (a repetition penalty writing back each token's
+ * score) leave one result whatever the order. Complex values: any
+ * duplicate counts. */
+static tpuc_status* conflicting_writes(op_ctx* c, V coords, V upd,
+                                       tpuc_dtype dt, const int64_t* dims,
+                                       int rank, V* out) {
+  tpuc_dtype bd = dt;
+  if (tpuc_dtype_is_complex(dt)) return has_duplicates(c, coords, dims, rank, out);
+  if (dt == TPUC_DTYPE_PRED) bd = TPUC_DTYPE_S8;
+  if (tpuc_dtype_is_float(dt))
+    bd = tpuc_dtype_size(dt) == 2   ? TPUC_DTYPE_S16
+         : tpuc_dtype_size(dt) == 4 ? TPUC_DTYPE_S32
+                                    : TPUC_DTYPE_S64;
+  V bits = upd;
+  if (bd != dt) {
+    if (dt == TPUC_DTYPE_PRED)
+      TRY(tpuc_hlo_convert(c->fn, upd, bd, &bits));
+    else
+      TRY(tpuc_hlo_bitcast_convert(c->fn, upd, bd, &bits));
+  }
+  tpuc_hlo_type t = tpuc_hlo_type_make(bd, dims, rank);
+  V lo, hi, mx, mn, gmx, gmn, ne;
+  TRY(reduce_identity(c, RED_AMAX, bd, &t, &lo));
+  TRY(reduce_identity(c, RED_AMIN, bd, &t, &hi));
+  TRY(scatter_points(c, lo, coords, bits, TPUC_HLO_MAX, &mx));
+  TRY(scatter_points(c, hi, coords, bits, TPUC_HLO_MIN, &mn));
+  TRY(gather_points(c, mx, coords, &gmx));
+  TRY(gather_points(c, mn, coords, &gmn));
+  TRY(tpuc_hlo_compare(c->fn, TPUC_HLO_NE, gmx, gmn, &ne));
+  return op_any_true(c, ne, out);
 }
 
 /* Floor division of integers by a positive divisor (HLO divides toward
@@ -666,7 +709,7 @@ static tpuc_status* lower_scatter(op_ctx* c, int param) {
   if (red == RED_NONE) {
     if (!value) {
       V dup;
-      TRY(has_duplicates(c, coords, st.dims, st.rank, &dup));
+      TRY(conflicting_writes(c, coords, upd, dt, st.dims, st.rank, &dup));
       TRY(add_check(c, dup, CPU_DECIDES, "duplicate indices"));
     }
     TRY(scatter_points(c, base, coords, upd, -1, &r));

@@ -212,6 +212,16 @@ def test_scatter_forms():
     # duplicate targets: the CPU decides which write wins
     check(lambda x, i, s: x.scatter(1, i, s), x,
           torch.tensor([[0, 0]] * 4), src, native=False)
+    # ... unless the duplicates write the same bits (transformers'
+    # repetition penalty writes each token's score back at every position
+    # that token holds): native, whatever the order
+    ids = torch.tensor([[3, 5, 3, 7, 5], [1, 1, 1, 2, 9]])
+    for dtype in (torch.float32, torch.bfloat16, torch.int64, torch.uint8, torch.bool):
+        scores = make((2, 10), dtype)
+        check(lambda x, i: x.scatter(1, i, torch.gather(x, 1, i).clone()), scores, ids)
+    zeros = torch.tensor([[0.0, -0.0]])  # same value, other bits: the CPU
+    check(lambda x, i, s: x.scatter(1, i, s), torch.ones(1, 3),
+          torch.tensor([[1, 1]]), zeros, native=False)
     check_error(lambda x, i, s: x.scatter(0, i, s), x, torch.tensor([[4]]), src)
 
 
