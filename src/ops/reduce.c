@@ -181,10 +181,6 @@ tpuc_status* op_lower_softmax(op_ctx* c, int log) {
   const tpuc_hlo_type in = c->types[0];
   if (!tpuc_dtype_is_float(in.dtype))
     return tpuc_status_make(TPUC_UNIMPLEMENTED, "non-float softmax: CPU");
-  /* The CPU's half-precision log_softmax rounds its running sum to the
-   * input dtype before the log; until that is matched, it runs there. */
-  if (log && (in.dtype == TPUC_DTYPE_F16 || in.dtype == TPUC_DTYPE_BF16))
-    return tpuc_status_make(TPUC_UNIMPLEMENTED, "half log_softmax: CPU");
   bool half_to_float = c->args[2].kind == TPUC_OP_ARG_BOOL && c->args[2].i;
   int rank = in.rank;
   int64_t dim = 0;
@@ -221,8 +217,20 @@ tpuc_status* op_lower_softmax(op_ctx* c, int log) {
   TRY(tpuc_hlo_reduce(c->fn, &e, &zero, 1, &d, 1, add_body, &s));
   TRY(tpuc_hlo_broadcast_in_dim(c->fn, s, in.dims, rank, bdims, &sb));
   if (log) {
+    /* Over the last dim, the CPU's half-precision kernel keeps each row's
+     * sum, then its log, in the input dtype (each rounded there) before
+     * x - max - log(sum) rounds once; over other dims all of it is f32. */
+    bool round_sum = acc != in.dtype && !half_to_float && d == rank - 1;
     tpuc_hlo_value ls;
+    if (round_sum) {
+      TRY(tpuc_hlo_convert(c->fn, sb, in.dtype, &sb));
+      TRY(tpuc_hlo_convert(c->fn, sb, acc, &sb));
+    }
     TRY(tpuc_hlo_unary(c->fn, TPUC_HLO_LOG, sb, &ls));
+    if (round_sum) {
+      TRY(tpuc_hlo_convert(c->fn, ls, in.dtype, &ls));
+      TRY(tpuc_hlo_convert(c->fn, ls, acc, &ls));
+    }
     TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_SUB, shifted, ls, &out));
   } else {
     TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_DIV, e, sb, &out));

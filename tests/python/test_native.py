@@ -178,14 +178,28 @@ def test_mean_and_reduction_errors():
         x.tpu().sum((0, 0))
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16], ids=str)
 def test_softmax_log_softmax(dtype):
     x = make((4, 7), dtype) * 3
     check_native(lambda a: torch.softmax(a, -1), x)
-    if dtype != torch.bfloat16:  # half log_softmax runs on the CPU for now
-        check_native(lambda a: torch.log_softmax(a, 0), x)
+    check_native(lambda a: torch.log_softmax(a, 0), x)
     check_native(lambda a: torch.softmax(a.t(), 1), x)
     check_native(lambda a: torch.softmax(a, 1, dtype=torch.float32), x)
+    if dtype in (torch.bfloat16, torch.float16):
+        # half log_softmax (and so cross_entropy of half logits) ran on the
+        # CPU. Over the last dim the CPU rounds each row's sum and its log
+        # to the dtype: the same bits here. Over other dims it computes in
+        # f32 and rounds once: where a result is near 0 (x - max - log(sum)
+        # cancels), f32's exp differing in its last bit shows.
+        g = torch.Generator().manual_seed(0)
+        for shape, dim in [((4, 7), -1), ((2, 5, 300), -1), ((6, 9), 0), ((2, 33, 4), 1),
+                           ((8, 3000), -1)]:
+            for scale in (1, 10, 100):
+                y = (torch.randn(shape, generator=g) * scale).to(dtype)
+                last = dim in (-1, len(shape) - 1)
+                check_native(lambda a: torch.log_softmax(a, dim), y, exact=last)
+        t = torch.randint(0, 7, (4,), generator=g)
+        check_native(lambda a, t: torch.nn.functional.cross_entropy(a, t), x, t)
 
 
 def test_nan_handling_matches_cpu():
