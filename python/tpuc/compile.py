@@ -563,7 +563,7 @@ class _Probe(torch.fx.Interpreter):
         if _is_wait(n):
             # A replay would not run it: its work would stay in c10d's
             # registry (never waited, its tensors held to process exit).
-            _C_break(_WAIT_WHY)
+            _break_capture(_WAIT_WHY)
         if self.culprit is None and n.op in ("call_function", "call_method", "call_module"):
             if self._broken(self.device):
                 self.culprit = n
@@ -573,7 +573,7 @@ class _Probe(torch.fx.Interpreter):
 _WAIT_WHY = "waits for a collective's work (runs eagerly: c10d's registry of works)"
 
 
-def _C_break(why):
+def _break_capture(why):
     from . import _C
 
     _C.graph_capture_break(why)
