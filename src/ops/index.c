@@ -1503,11 +1503,9 @@ static tpuc_status* lower_embedding_bag(op_ctx* c, int forward_only) {
       TRY(scatter_rows(c, init, 0, o2b, n, pos, TPUC_HLO_MIN, &first));
       /* the index at that entry (0 for an empty bag) */
       V idxp, found, lim, zi, fc;
-      int64_t n1 = n + 1, lo = 0, hi = 0;
+      int64_t lo = 0, hi = 1; /* idx with a 0 at position n */
       TRY(op_const(c, TPUC_DTYPE_S64, 0, NULL, &zi));
-      hi = 1;
       TRY(tpuc_hlo_pad(c->fn, idx, zi, &lo, &hi, NULL, &idxp));
-      (void)n1;
       int64_t cshape[3] = {nb, d, 1};
       TRY(tpuc_hlo_reshape(c->fn, first, cshape, 3, &fc));
       TRY(op_gather_elements(c->fn, idxp, fc, &maxi));
@@ -1692,7 +1690,7 @@ static tpuc_status* lower_embedding_bag_psw_backward(op_ctx* c, int param) {
       !tpuc_dtype_is_float(dt) || wt.dtype != dt ||
       c->types[4].rank != 1 || c->types[4].dims[0] != it.dims[0])
     return op_unimpl("arguments the CPU decides");
-  int64_t n = it.dims[0], nb = gt.dims[0], d = gt.dims[1], nw = wt.dims[0];
+  int64_t n = it.dims[0], nb = gt.dims[0], nw = wt.dims[0];
   tpuc_dtype acc = op_accumulation_dtype(dt);
   tpuc_hlo_type nt = tpuc_hlo_type_make(acc, &n, 1);
   if (n == 0) {
@@ -1727,7 +1725,6 @@ static tpuc_status* lower_embedding_bag_psw_backward(op_ctx* c, int param) {
     TRY(tpuc_hlo_region_binary(c->module, acc, TPUC_HLO_ADD, &body));
     TRY(tpuc_hlo_reduce(c->fn, &prod, &init, 1, &one, 1, body, &sum));
   }
-  (void)d;
   TRY(op_const(c, acc, 0, &nt, &zs));
   TRY(tpuc_hlo_select(c->fn, keep, sum, zs, &sum));
   c->nouts = 1;
