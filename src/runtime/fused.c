@@ -270,41 +270,62 @@ static size_t min_period(void) {
 }
 #define FZ_WINDOW 4
 
-/* A segment is compiled as one program from its fuse_after()-th run on; its
+/* A segment is compiled as one program once it recurs like a loop's body:
+ * at its fuse_after()-th run that followed its run before within
+ * fuse_near() segments (the first run counts), or at its
+ * FZ_FAR_RUNS * fuse_after()-th run however far apart its runs were. Its
  * runs before that go op by op, each op by its own program, the one strict
  * mode runs. Those programs are few and shared (every layer of a model, every
  * segment that contains the op at those shapes), where a segment's program
  * serves that segment alone and costs more to compile than its ops' own
- * programs do together. So code that runs once (a test, a first step, a
- * shape seen once) pays for no program it will not run again. Read at each
- * use: a test may change it. The count is per process and never looks at
- * the compile cache, so a run's results do not depend on what an earlier
- * process left there. */
+ * programs do together (hundreds of its op-by-op runs on XLA's CPU
+ * compiler). So code that runs once (a test, a first step, a shape seen
+ * once) pays for no program it will not run again, and neither does code
+ * that recurs only at long intervals: each step of a `generate` whose cache
+ * grows is a new shape, so its segments recur only with the next call,
+ * a hundred segments later. Read at each use: a test may change them.
+ * The counts are per process and never look at the compile cache, so a
+ * run's results do not depend on what an earlier process left there. */
 static size_t fuse_after(void) { return env_size("TPUC_FUSE_AFTER", 3, 1); }
+static size_t fuse_near(void) { return env_size("TPUC_FUSE_NEAR", 64, 1); }
+#define FZ_FAR_RUNS 4
 
-/* Runs of each segment key so far that had no program (under g_mu). When
- * the table is three quarters full it starts over: a forgotten segment only
- * runs op by op once more. */
+/* Runs of each segment key so far that had no program (under g_mu): all
+ * of them, those that came near the run before, and the segment count
+ * (g_nsegs) at the last one. When the table is three quarters full it
+ * starts over: a forgotten segment only runs op by op a few times more. */
 #define FZ_SEEN_CAP 16384
-static tpuc_fingerprint g_seen_key[FZ_SEEN_CAP];
-static uint32_t g_seen_runs[FZ_SEEN_CAP];
+typedef struct {
+  tpuc_fingerprint key;
+  uint32_t runs, near;
+  uint64_t last;
+} fz_seen;
+static fz_seen g_seen[FZ_SEEN_CAP];
 static size_t g_nseen;
+static uint64_t g_nsegs; /* segments run so far (under g_mu) */
 
-/* Counts one more run of segment `key`; returns the runs before it. */
-static uint32_t runs_before(tpuc_fingerprint key) {
+/* Counts one more run of segment `key` with no program; returns whether
+ * this run compiles it. */
+static bool fuse_now(tpuc_fingerprint key) {
+  size_t after = fuse_after();
+  if (after <= 1) return true;
   size_t mask = FZ_SEEN_CAP - 1, i = (size_t)key.lo & mask;
-  for (; g_seen_runs[i] != 0; i = (i + 1) & mask)
-    if (tpuc_fingerprint_eq(g_seen_key[i], key))
-      return g_seen_runs[i] < UINT32_MAX ? g_seen_runs[i]++ : UINT32_MAX;
+  for (; g_seen[i].runs != 0; i = (i + 1) & mask)
+    if (tpuc_fingerprint_eq(g_seen[i].key, key)) {
+      fz_seen* e = &g_seen[i];
+      if (e->runs < UINT32_MAX) e->runs++;
+      if (g_nsegs - e->last <= fuse_near() && e->near < UINT32_MAX) e->near++;
+      e->last = g_nsegs;
+      return e->near >= after || e->runs >= FZ_FAR_RUNS * after;
+    }
   if (g_nseen * 4 >= FZ_SEEN_CAP * 3) {
-    memset(g_seen_runs, 0, sizeof g_seen_runs);
+    memset(g_seen, 0, sizeof g_seen);
     g_nseen = 0;
     i = (size_t)key.lo & mask;
   }
-  g_seen_key[i] = key;
-  g_seen_runs[i] = 1;
+  g_seen[i] = (fz_seen){key, 1, 1, g_nsegs};
   g_nseen++;
-  return 0;
+  return false;
 }
 
 static void on_client_destroy(tpuc_client* client, void* user);
@@ -824,10 +845,16 @@ static void* worker_main(void* arg) {
   return NULL;
 }
 
+/* At exit the plugin is about to be unloaded (its static objects
+ * destroyed): no job may be compiling or running in it. */
+static void jobs_atexit(void) { jobs_wait_all(); }
+
 /* Queues `j` (its outputs must already be handed to &g_job_owner with
  * j->seq); false when no background thread could be started. */
 static bool job_submit(fz_job* j) {
+  static bool at_exit;
   pthread_mutex_lock(&g_jmu);
+  if (!at_exit) at_exit = atexit(jobs_atexit) == 0;
   if (!g_worker_running) {
     g_worker_running = tpuc_thread_start_detached(worker_main);
     if (!g_worker_running) {
@@ -1150,8 +1177,8 @@ static tpuc_status* run_prefix(fz_seg* s, size_t n, tpuc_fused_reason why) {
      * holds: which program computes a result (and so its rounding) must not
      * depend on what an earlier process compiled. A graph capture stays one
      * program. */
-    bool by_ops = exe == NULL && !s->capturing && fuse_after() > 1 &&
-                  runs_before(key) + 1 < fuse_after();
+    g_nsegs++;
+    bool by_ops = exe == NULL && !s->capturing && !fuse_now(key);
     /* A step boundary or the size limit: nobody waits for the results, so
      * the program is compiled and run in the background -- when it is not
      * in the program table yet, or when an input is still being computed

@@ -430,6 +430,32 @@ def test_fuse_after_sets_the_run_that_compiles(tmp_path, after):
     assert (by_ops, compiles) == (str(int(after) - 1), "1")
 
 
+FAR_RUNS = (
+    "x = torch.arange(12.0, device='tpu').reshape(3, 4) / 7\n"
+    "def f(x):\n"
+    "    return ((x * 0.5).exp() @ x.t()).tanh().sum(0)\n"
+    "want = f(x.cpu())\n"
+    "for _ in range(13):\n"
+    "    torch.testing.assert_close(f(x).cpu(), want)\n"
+    "    print(torch.tpu.fused_log()[-1]['program'])\n"
+    "    for k in range(5):\n"
+    "        torch.ones(k + 1, device='tpu').mul(2).cpu()\n"
+)
+
+
+def test_a_segment_that_recurs_only_far_apart_is_compiled_late(tmp_path):
+    # Runs separated by more segments than TPUC_FUSE_NEAR (as each step of a
+    # generate whose cache grows recurs only with the next call) go op by op
+    # until the segment's 4 x TPUC_FUSE_AFTER-th run.
+    env = {"TPUC_CACHE_DIR": str(tmp_path), "TPUC_EAGER_MODE": "fused", "TPUC_FUSE_AFTER": None,
+           "TPUC_FUSE_NEAR": "4"}
+    programs = _child_all(FAR_RUNS, **env).splitlines()
+    assert programs == ["op by op"] * 11 + ["compiled", "program table"], programs
+    # Near enough, they count as a loop's: compiled at the third run.
+    programs = _child_all(FAR_RUNS, **dict(env, TPUC_FUSE_NEAR="6")).splitlines()
+    assert programs == ["op by op"] * 2 + ["compile cache (disk)"] + ["program table"] * 10, programs
+
+
 def test_op_by_op_runs_keep_checks_randomness_and_in_place_updates(monkeypatch):
     monkeypatch.delenv("TPUC_FUSE_AFTER")
     # The runtime reports the run a segment compiles at (tpuc check reads it).
