@@ -1,6 +1,7 @@
 """The ``torch.tpu`` device module: the ``torch.cuda``-like API libraries
 probe, over the tpuc runtime."""
 
+import atexit
 import contextlib
 import os
 import types
@@ -47,6 +48,63 @@ def _is_in_bad_fork():
     """True in a process forked after the tpu device was initialized: the
     device cannot be used there (use the 'spawn' start method)."""
     return _unavailable is None and bool(_C()._is_in_bad_fork())
+
+
+_exit_keep = []
+
+
+def _autograd_device_threads_started():
+    """Whether autograd's device threads ("pt_autograd_N") run in this
+    process (they start with the first backward on an accelerator)."""
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return True  # cannot tell: wait for them anyway
+    for t in tasks:
+        try:
+            with open(f"/proc/self/task/{t}/comm") as f:
+                if f.read().startswith("pt_autograd_"):
+                    return True
+        except OSError:
+            pass
+    return False
+
+
+def _quiesce_autograd_at_exit():
+    """Lets autograd's tpu device threads finish before the interpreter
+    finalizes. A device thread releases a backward's last task after the
+    caller has its gradients; when that release drops the last reference
+    to a tensor made in Python (a ``grad_outputs`` tensor), it needs the
+    GIL, and a thread that takes the GIL once finalization has begun is
+    ended by Python 3.11 with a forced unwind, which aborts the process
+    ("terminate called without an active exception"). A device thread
+    runs its tasks one at a time, so a backward of an empty tensor on each
+    device, run here while the interpreter is still whole, returns only
+    after the thread is done with what came before (4 ms for 4 devices;
+    through the engine itself, as torch.autograd.backward's argument
+    checks import sympy, 0.8 s). Its own tensors are kept until the end,
+    so its release drops no Python object."""
+    if _unavailable is not None or not is_available() or _is_in_bad_fork():
+        return
+    if not _autograd_device_threads_started():
+        return
+    try:
+        from torch.autograd.variable import Variable
+
+        with torch.inference_mode(False), torch.enable_grad():
+            for d in range(device_count()):
+                x = torch.empty(0, device=f"tpu:{d}", requires_grad=True)
+                g = torch.empty(0, device=f"tpu:{d}")
+                y = x.view(0)
+                _exit_keep.append((x, y, g))
+                # (outputs, their gradients, keep_graph, create_graph,
+                # inputs, allow_unreachable, accumulate_grad)
+                Variable._execution_engine.run_backward((y,), (g,), False, False, (), True, True)
+    except Exception:  # an exiting process reports nothing more
+        pass
+
+
+atexit.register(_quiesce_autograd_at_exit)
 
 
 def device_count():
