@@ -40,6 +40,18 @@ at::Tensor empty_memory_format(c10::IntArrayRef size,
                                    format);
 }
 
+// PyTorch's backward formulas make their zero gradients (sgn's, round's)
+// with _efficientzerotensor: a tpu storage never written reads as zeros, so
+// an empty tensor is one, with no device work and no host copy.
+at::Tensor efficient_zero_tensor(c10::IntArrayRef size,
+                                 std::optional<at::ScalarType> dtype,
+                                 std::optional<c10::Layout> layout,
+                                 std::optional<c10::Device> device,
+                                 std::optional<bool> pin_memory) {
+  return empty_memory_format(size, dtype, layout, device, pin_memory,
+                             std::nullopt);
+}
+
 at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
                          std::optional<at::ScalarType> dtype,
                          std::optional<c10::Layout> layout,
@@ -489,6 +501,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_has_compatible_shallow_copy_type", compatible_shallow_copy);
   m.impl("empty.memory_format", empty_memory_format);
   m.impl("empty_strided", empty_strided);
+  m.impl("_efficientzerotensor", efficient_zero_tensor);
   m.impl("as_strided", as_strided);
   m.impl("view", view);
   m.impl("_reshape_alias", reshape_alias);

@@ -13,6 +13,7 @@
  * duplicate indices of a non-accumulating scatter (the CPU's last write
  * wins), a Scalar fill value that overflows the dtype (the CPU raises). */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ops/ops_internal.h"
@@ -864,6 +865,18 @@ static tpuc_status* lower_index_add_copy(op_ctx* c, int param) {
   return tpuc_hlo_reshape(c->fn, r, self_t.dims, self_t.rank, &c->outs[0]);
 }
 
+/* For s64[n] indices `idx`: *keep (i1[n]) is true where an index is not
+ * padding_idx `pad`, and *safe is idx with padding entries sent to row 0
+ * (a padding index may be out of range; its row adds nothing). */
+static tpuc_status* padding_kept(op_ctx* c, V idx, int64_t n, int64_t pad,
+                                 V* keep, V* safe) {
+  tpuc_hlo_type t = tpuc_hlo_type_make(TPUC_DTYPE_S64, &n, 1);
+  V z;
+  TRY(cmp_const(c, idx, TPUC_HLO_NE, (double)pad, keep));
+  TRY(op_const(c, TPUC_DTYPE_S64, 0, &t, &z));
+  return tpuc_hlo_select(c->fn, *keep, idx, z, safe);
+}
+
 /* embedding_dense_backward(grad_output, indices, num_weights,
  * padding_idx, scale_grad_by_freq): the rows of grad_output summed into
  * [num_weights, D] at their indices, in order (the CPU adds them one by
@@ -894,12 +907,12 @@ static tpuc_status* lower_embedding_backward(op_ctx* c, int param) {
     if (n > 0 && nw == 0) return op_unimpl("no weights: CPU decides");
     return empty_result(c, dt, out_dims, 2);
   }
-  V idx, g, keep, bad, zeros, r;
+  V idx, safe, g, keep, bad, zeros, r;
   TRY(tpuc_hlo_reshape(c->fn, c->vals[1], &n, 1, &idx));
   TRY(convert(c, idx, TPUC_DTYPE_S64, &idx));
   TRY(tpuc_hlo_reshape(c->fn, c->vals[0], gdims, 2, &g));
   /* rows at padding_idx add nothing; the others must be in range */
-  TRY(cmp_const(c, idx, TPUC_HLO_NE, (double)pad, &keep));
+  TRY(padding_kept(c, idx, n, pad, &keep, &safe));
   {
     V lt, ge, out, any;
     TRY(cmp_const(c, idx, TPUC_HLO_LT, 0, &lt));
@@ -932,15 +945,8 @@ static tpuc_status* lower_embedding_backward(op_ctx* c, int param) {
   TRY(op_const(c, dt, 0, &rt, &gz));
   TRY(tpuc_hlo_broadcast_in_dim(c->fn, keep, gdims, 2, &zero, &mask));
   TRY(tpuc_hlo_select(c->fn, mask, g, gz, &g));
-  /* a padding row's index may be out of range: send it to row 0 */
-  {
-    V z;
-    TRY(op_const(c, TPUC_DTYPE_S64, 0, NULL, &z));
-    TRY(tpuc_hlo_broadcast_in_dim(c->fn, z, &n, 1, NULL, &z));
-    TRY(tpuc_hlo_select(c->fn, keep, idx, z, &idx));
-  }
   TRY(op_const(c, dt, 0, &ot, &zeros));
-  TRY(scatter_rows(c, zeros, 0, idx, n, g, TPUC_HLO_ADD, &r));
+  TRY(scatter_rows(c, zeros, 0, safe, n, g, TPUC_HLO_ADD, &r));
   c->nouts = 1;
   c->outs[0] = r;
   return NULL;
@@ -1442,16 +1448,12 @@ static tpuc_status* lower_embedding_bag(op_ctx* c, int forward_only) {
     TRY(op_const(c, TPUC_DTYPE_S64, 0, &et, &o2b));
     TRY(op_const(c, TPUC_DTYPE_S64, 0, &bt, &bag_size));
   } else {
-    V idx, keep, safe, z, rows, col;
+    V idx, keep, safe, rows;
     TRY(norm_index(c, c->vals[1], nw, false, &idx, &bad));
     TRY(add_check(c, bad, CPU_DECIDES, "index out of range"));
     TRY(offset_to_bag(c, offs, nb, n, &o2b));
-    TRY(cmp_const(c, idx, TPUC_HLO_NE, (double)pad, &keep));
-    tpuc_hlo_type nt = tpuc_hlo_type_make(TPUC_DTYPE_S64, &n, 1);
-    TRY(op_const(c, TPUC_DTYPE_S64, 0, &nt, &z));
-    TRY(tpuc_hlo_select(c->fn, keep, idx, z, &safe));
-    TRY(col_of(c, safe, n, &col));
-    TRY(op_take_along(c->fn, c->vals[0], &wt, 0, col, &rows));
+    TRY(padding_kept(c, idx, n, pad, &keep, &safe));
+    TRY(take_along(c, c->vals[0], &wt, 0, safe, n, &rows));
     TRY(convert(c, rows, acc, &rows));
     if (psw) {
       V w, wb;
@@ -1489,9 +1491,8 @@ static tpuc_status* lower_embedding_bag(op_ctx* c, int forward_only) {
       TRY(op_const(c, acc, -INFINITY, &outt, &init));
       TRY(scatter_rows(c, init, 0, o2b, n, rows, TPUC_HLO_MAX, &best));
       /* the first entry of each bag that holds its max, per feature */
-      V o2bc, bestr;
-      TRY(col_of(c, o2b, n, &o2bc));
-      TRY(op_take_along(c->fn, best, &outt, 0, o2bc, &bestr));
+      V bestr;
+      TRY(take_along(c, best, &outt, 0, o2b, n, &bestr));
       TRY(tpuc_hlo_compare(c->fn, TPUC_HLO_EQ, rows, bestr, &eq));
       TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_AND, eq, mask, &eq));
       tpuc_hlo_type pt = tpuc_hlo_type_make(TPUC_DTYPE_S64, rdims, 2);
@@ -1614,9 +1615,9 @@ static tpuc_status* lower_embedding_bag_backward(op_ctx* c, int param) {
     c->nouts = 1;
     return convert(c, r, dt, &c->outs[0]);
   }
-  V idx, bad, o2b, col, rows, keep, z, safe, mask, rz;
+  V idx, bad, o2b, col, rows, keep, safe, mask, rz;
   TRY(norm_index(c, c->vals[1], nw, false, &idx, &bad));
-  TRY(cmp_const(c, idx, TPUC_HLO_NE, (double)pad, &keep));
+  TRY(padding_kept(c, idx, n, pad, &keep, &safe));
   TRY(add_check(c, bad, CPU_DECIDES, "index out of range"));
   if (o2b_empty) {
     V offs;
@@ -1647,9 +1648,6 @@ static tpuc_status* lower_embedding_bag_backward(op_ctx* c, int param) {
     TRY(rows_bcast(c, w, n, d, &w));
     TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_MUL, rows, w, &rows));
   }
-  tpuc_hlo_type st = tpuc_hlo_type_make(TPUC_DTYPE_S64, &n, 1);
-  TRY(op_const(c, TPUC_DTYPE_S64, 0, &st, &z));
-  TRY(tpuc_hlo_select(c->fn, keep, idx, z, &safe));
   if (scale) {
     /* each entry over the count of its index among all entries */
     tpuc_hlo_type ct = tpuc_hlo_type_make(acc, &nw, 1);
@@ -1698,24 +1696,19 @@ static tpuc_status* lower_embedding_bag_psw_backward(op_ctx* c, int param) {
     return op_const(c, dt, 0, &nt, &c->outs[0]);
   }
   if (nb == 0 || nw == 0) return op_unimpl("empty: CPU decides");
-  V idx, bad, keep, o2b, z, safe, ic, oc, wr, gr, prod, sum, zs;
+  V idx, bad, keep, o2b, safe, wr, gr, prod, sum, zs;
   TRY(norm_index(c, c->vals[2], nw, false, &idx, &bad));
   TRY(add_check(c, bad, CPU_DECIDES, "index out of range"));
   TRY(norm_index(c, c->vals[4], nb, false, &o2b, &bad));
   TRY(add_check(c, bad, CPU_DECIDES, "bad offset2bag"));
-  TRY(cmp_const(c, idx, TPUC_HLO_NE, (double)pad, &keep));
-  tpuc_hlo_type st = tpuc_hlo_type_make(TPUC_DTYPE_S64, &n, 1);
-  TRY(op_const(c, TPUC_DTYPE_S64, 0, &st, &z));
-  TRY(tpuc_hlo_select(c->fn, keep, idx, z, &safe));
-  TRY(col_of(c, safe, n, &ic));
-  TRY(col_of(c, o2b, n, &oc));
+  TRY(padding_kept(c, idx, n, pad, &keep, &safe));
   V w, g;
   TRY(convert(c, c->vals[1], acc, &w));
   TRY(convert(c, c->vals[0], acc, &g));
   tpuc_hlo_type wat = tpuc_hlo_type_make(acc, wt.dims, 2);
   tpuc_hlo_type gat = tpuc_hlo_type_make(acc, gt.dims, 2);
-  TRY(op_take_along(c->fn, w, &wat, 0, ic, &wr));
-  TRY(op_take_along(c->fn, g, &gat, 0, oc, &gr));
+  TRY(take_along(c, w, &wat, 0, safe, n, &wr));
+  TRY(take_along(c, g, &gat, 0, o2b, n, &gr));
   TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_MUL, wr, gr, &prod));
   {
     V init;
@@ -1907,6 +1900,81 @@ static tpuc_status* lower_repeat(op_ctx* c, int param) {
   return tpuc_hlo_reshape(c->fn, b, out, m, &c->outs[0]);
 }
 
+/* Row i's columns [*lo, *hi] of a lower (upper: upper) triangle of `col`
+ * columns with diagonal offset `off`; returns their count. */
+static int64_t tri_row(int64_t i, int64_t col, int64_t off, int upper,
+                       int64_t* lo, int64_t* hi) {
+  *lo = upper ? i + off : 0;
+  *hi = upper ? col - 1 : i + off;
+  if (*lo < 0) *lo = 0;
+  if (*hi > col - 1) *hi = col - 1;
+  return *hi >= *lo ? *hi - *lo + 1 : 0;
+}
+
+/* tril_indices / triu_indices(row, col, offset, dtype): the [2, K]
+ * coordinates (row-major) of the entries with j - i <= offset (tril) or
+ * >= offset (triu), computed here (their count and order depend on the
+ * sizes only) and a program constant. */
+static tpuc_status* lower_tri_indices(op_ctx* c, int upper) {
+  int64_t row = 0, col = 0, off = 0;
+  TRY(int_arg(c, 0, &row));
+  TRY(int_arg(c, 1, &col));
+  if (!op_is_none(c, 2)) TRY(int_arg(c, 2, &off));
+  tpuc_dtype dt = TPUC_DTYPE_S64;
+  if (c->nargs > 3 && c->args[3].kind == TPUC_OP_ARG_DTYPE) dt = c->args[3].dtype;
+  if (dt != TPUC_DTYPE_S64 && dt != TPUC_DTYPE_S32)
+    return op_unimpl("tril/triu_indices of this dtype: CPU says why");
+  if (row < 0 || col < 0)
+    return op_unimpl("negative size: CPU says why");
+  int64_t k = 0, lo, hi;
+  for (int64_t i = 0; i < row; i++) k += tri_row(i, col, off, upper, &lo, &hi);
+  if (k > (1 << 22)) return op_unimpl("large tril/triu_indices: CPU");
+  int64_t* v = malloc(sizeof(int64_t) * (size_t)(2 * k + 1));
+  if (v == NULL) return tpuc_status_make(TPUC_RESOURCE_EXHAUSTED, "out of host memory");
+  int64_t q = 0;
+  for (int64_t i = 0; i < row; i++) {
+    tri_row(i, col, off, upper, &lo, &hi);
+    for (int64_t j = lo; j <= hi; j++, q++) {
+      v[q] = i;
+      v[k + q] = j;
+    }
+  }
+  int64_t d[2] = {2, k};
+  tpuc_hlo_type t = tpuc_hlo_type_make(TPUC_DTYPE_S64, d, 2);
+  V r;
+  tpuc_status* st =
+      tpuc_hlo_constant(c->fn, &t, v, sizeof(int64_t) * (size_t)(2 * k), &r);
+  free(v);
+  TRY(st);
+  c->nouts = 1;
+  return tpuc_hlo_convert(c->fn, r, dt, &c->outs[0]);
+}
+
+/* eye.out(n, out) / eye.m_out(n, m, out): true on the diagonal of an
+ * [n, m] bool result, which the write into `out` casts to out's dtype
+ * (bool casts to every dtype, so this holds for all of them). */
+static tpuc_status* lower_eye(op_ctx* c, int with_m) {
+  int64_t n = 0, m = 0;
+  TRY(int_arg(c, 0, &n));
+  if (with_m) TRY(int_arg(c, 1, &m));
+  else m = n;
+  if (n < 0)
+    return tpuc_status_make(TPUC_INVALID_ARGUMENT,
+                            "n must be greater or equal to 0, got %lld",
+                            (long long)n);
+  if (m < 0)
+    return tpuc_status_make(TPUC_INVALID_ARGUMENT,
+                            "m must be greater or equal to 0, got %lld",
+                            (long long)m);
+  int64_t d[2] = {n, m};
+  tpuc_hlo_type t = tpuc_hlo_type_make(TPUC_DTYPE_S64, d, 2);
+  V r, k;
+  TRY(tpuc_hlo_iota(c->fn, &t, 0, &r));
+  TRY(tpuc_hlo_iota(c->fn, &t, 1, &k));
+  c->nouts = 1;
+  return tpuc_hlo_compare(c->fn, TPUC_HLO_EQ, r, k, &c->outs[0]);
+}
+
 /* -------------------------------- table -------------------------------- */
 
 /* unfold_backward(grad, input_sizes, dim, size, step): the gradient of
@@ -1923,7 +1991,13 @@ static tpuc_status* lower_unfold_backward(op_ctx* c, int param) {
   TRY(op_int_arg(c, 2, 0, &dim));
   TRY(op_int_arg(c, 3, 0, &size));
   TRY(op_int_arg(c, 4, 0, &step));
-  if (rank == 0) rank = 1; /* a 0-d input unfolds as [1] */
+  if (rank == 0 && g->rank == 1 && g->dims[0] == 1 && size == 1 && step >= 1) {
+    /* a 0-d input unfolds as [1]: its one window is the input */
+    TRY(tpuc_hlo_reshape(c->fn, c->vals[0], NULL, 0, &c->outs[0]));
+    c->nouts = 1;
+    return NULL;
+  }
+  if (rank == 0) rank = 1;
   if (g->rank != rank + 1 || dim < 0 || dim >= rank || size < 1 || step < 1 ||
       g->dims[rank] != size)
     return op_unimpl("unfold_backward: unusual arguments");
@@ -1982,6 +2056,10 @@ static tpuc_status* lower_unfold_backward(op_ctx* c, int param) {
 
 const op_entry op_table_index[] = {
     {"aten::unfold_backward", lower_unfold_backward, 0},
+    {"aten::eye.out", lower_eye, 0},
+    {"aten::tril_indices", lower_tri_indices, 0},
+    {"aten::triu_indices", lower_tri_indices, 1},
+    {"aten::eye.m_out", lower_eye, 1},
     {"aten::cat", lower_cat, 0},
     {"aten::cat.out", lower_cat, 0},
     {"aten::index_select", lower_index_select, 0},
@@ -2060,5 +2138,6 @@ const op_entry op_table_index[] = {
 };
 
 /* Complex-ready ops of this file (ops_internal.h). */
-const char* const op_complex_index[] = {"scatter", "scatter_", "masked_scatter",
-                                        "masked_scatter_", NULL};
+const char* const op_complex_index[] = {"scatter",         "scatter_",
+                                        "masked_scatter",  "masked_scatter_",
+                                        "unfold_backward", NULL};

@@ -3309,6 +3309,171 @@ static tpuc_status* lower_upsample(op_ctx* c, int param) {
   return e.st;
 }
 
+/* Antialiased interpolation (_upsample_{bilinear,bicubic}2d_aa): each
+ * output of a dim is a normalized sum of taps of a filter (a triangle, or
+ * Keys' cubic with a = -0.5) stretched by the downscale factor. Tap
+ * positions and weights depend on the sizes only (the CPU's
+ * _compute_indices_min_size_weights_aa, in the input's float type, its
+ * promotions followed): computed here, they are program constants. The
+ * scales arguments must be absent (F.interpolate with a size, as
+ * torchvision's Resize calls it); with a scale the CPU runs it. */
+
+/* x rounded to the computation's float type (f32 unless `dbl`). */
+static double aa_r(double x, bool dbl) { return dbl ? x : (double)(float)x; }
+
+static double aa_filter(double x, bool cubic, bool dbl) {
+  x = aa_r(fabs(x), dbl);
+  if (!cubic) return x < 1.0 ? aa_r(1.0 - x, dbl) : 0.0;
+  const double a = -0.5;
+  if (x < 1.0) {
+    double r = aa_r(aa_r(aa_r((a + 2.0) * x, dbl) - (a + 3.0), dbl) * x, dbl);
+    return aa_r(aa_r(r * x, dbl) + 1.0, dbl);
+  }
+  if (x < 2.0) {
+    double r = aa_r(aa_r(a * x, dbl) - 5.0 * a, dbl);
+    r = aa_r(aa_r(r * x, dbl) + 8.0 * a, dbl);
+    return aa_r(aa_r(r * x, dbl) - 4.0 * a, dbl);
+  }
+  return 0.0;
+}
+
+/* Taps of one dim: for output i, taps[i * n + j] is the input index of
+ * tap j (xmin + j, clamped) and w[i * n + j] its weight (0 past xsize);
+ * *n = the CPU's max_interp_size. false when out of memory. */
+static bool aa_taps(int64_t in, int64_t out, bool align, bool cubic, bool dbl,
+                    int64_t** taps, double** w, int64_t* n) {
+  double scale;
+  if (align)
+    scale = out > 1 ? aa_r((double)aa_r((double)(in - 1), dbl) /
+                               aa_r((double)(out - 1), dbl), dbl)
+                    : 0.0;
+  else
+    scale = aa_r(aa_r((double)in, dbl) / aa_r((double)out, dbl), dbl);
+  double isz = cubic ? 4.0 : 2.0;
+  double support = aa_r(scale >= 1.0 ? (isz * 0.5) * scale : isz * 0.5, dbl);
+  int64_t m = (int64_t)ceil(support) * 2 + 1;
+  double invscale = aa_r(scale >= 1.0 ? 1.0 / scale : 1.0, dbl);
+  *taps = malloc(sizeof(int64_t) * (size_t)(out * m));
+  *w = calloc((size_t)(out * m), sizeof(double));
+  if (*taps == NULL || *w == NULL) {
+    free(*taps);
+    free(*w);
+    return false;
+  }
+  for (int64_t i = 0; i < out; i++) {
+    double center = aa_r(scale * ((double)i + 0.5), dbl);
+    int64_t xmin = (int64_t)(aa_r(center - support, dbl) + 0.5);
+    if (xmin < 0) xmin = 0;
+    int64_t xmax = (int64_t)(aa_r(center + support, dbl) + 0.5);
+    if (xmax > in) xmax = in;
+    int64_t xsize = xmax - xmin;
+    if (xsize < 0) xsize = 0;
+    if (xsize > m) xsize = m;
+    double* wi = *w + i * m;
+    double total = 0.0;
+    for (int64_t j = 0; j < xsize; j++) {
+      double arg = aa_r(aa_r((double)(j + xmin) - center, dbl) + 0.5, dbl);
+      wi[j] = aa_filter(aa_r(arg * invscale, dbl), cubic, dbl);
+      total = aa_r(total + wi[j], dbl);
+    }
+    for (int64_t j = 0; j < xsize && total != 0.0; j++)
+      wi[j] = aa_r(wi[j] / total, dbl);
+    for (int64_t j = 0; j < m; j++) {
+      int64_t t = xmin + j;
+      (*taps)[i * m + j] = t < in ? t : in - 1;
+    }
+  }
+  *n = m;
+  return true;
+}
+
+/* _upsample_{bilinear,bicubic}2d_aa(self, output_size, align_corners,
+ * scales_h, scales_w) and the backwards (grad_output, output_size,
+ * input_size, align_corners, scales_h, scales_w). param: UP_LINEAR or
+ * UP_CUBIC, | UP_BW. Forward: the last dim, then the one before (the
+ * CPU's order), each a gather of the taps and their weighted sum;
+ * backward: the transposes, in reverse. */
+static tpuc_status* lower_upsample_aa(op_ctx* c, int param) {
+  bool backward = (param & UP_BW) != 0, cubic = (param & 0xf) == UP_CUBIC;
+  int ai = backward ? 3 : 2; /* align_corners */
+  const tpuc_op_arg* os = &c->args[1];
+  if (!op_is_tensor(c, 0) || os->kind != TPUC_OP_ARG_INT_LIST ||
+      os->list_len != 2 || c->args[ai].kind != TPUC_OP_ARG_BOOL)
+    return op_unimpl("unexpected arguments");
+  if (!op_is_none(c, ai + 1) || !op_is_none(c, ai + 2))
+    return op_unimpl("antialiased upsample with scales: CPU");
+  bool align = c->args[ai].i != 0;
+  const tpuc_hlo_type* t = &c->types[0];
+  tpuc_hlo_type it = *t;
+  if (backward) {
+    const tpuc_op_arg* is = &c->args[2];
+    if (is->kind != TPUC_OP_ARG_INT_LIST || is->list_len != 4 || t->rank != 4)
+      return op_unimpl("unexpected arguments");
+    for (int d = 0; d < 4; d++) it.dims[d] = is->list[d];
+  }
+  tpuc_dtype dt = t->dtype;
+  if (it.rank != 4 || (dt != TPUC_DTYPE_F32 && dt != TPUC_DTYPE_F64))
+    return op_unimpl("antialiased upsample: dtype or rank (CPU)");
+  int64_t in[2] = {it.dims[2], it.dims[3]}, out[2] = {os->list[0], os->list[1]};
+  for (int d = 0; d < 4; d++)
+    if (it.dims[d] <= 0) return op_unimpl("empty upsample: CPU");
+  for (int k = 0; k < 2; k++) {
+    if (out[k] <= 0) return op_unimpl("upsample: unusual sizes (CPU says why)");
+    if (backward && t->dims[2 + k] != out[k])
+      return op_unimpl("upsample backward: unusual grad (CPU says why)");
+  }
+  if (backward && (t->dims[0] != it.dims[0] || t->dims[1] != it.dims[1]))
+    return op_unimpl("upsample backward: unusual grad (CPU says why)");
+  bool dbl = dt == TPUC_DTYPE_F64;
+  em e = em_make(c, dt, t);
+  V x = c->vals[0];
+  for (int s = 0; s < 2 && e.st == NULL; s++) {
+    int k = backward ? s : 1 - s, dim = 2 + k;
+    int64_t *taps = NULL, m = 0;
+    double* w = NULL;
+    if (!aa_taps(in[k], out[k], align, cubic, dbl, &taps, &w, &m))
+      return tpuc_status_make(TPUC_RESOURCE_EXHAUSTED, "out of host memory");
+    int64_t nt = out[k] * m;
+    V idx = e_index_const(&e, taps, nt), wv = e_vec_const(&e, w, nt, dt);
+    free(taps);
+    free(w);
+    tpuc_hlo_type xt = e_type(&e, x);
+    if (e.st != NULL) break;
+    /* shape with `dim` split into [out, m] */
+    int64_t sd[TPUC_MAX_RANK], wd[2] = {out[k], m}, wmap[2] = {dim, dim + 1};
+    int sr = 0;
+    for (int d = 0; d < xt.rank; d++) {
+      if (d == dim) {
+        sd[sr++] = out[k];
+        sd[sr++] = m;
+      } else {
+        sd[sr++] = xt.dims[d];
+      }
+    }
+    V w2 = e_reshape(&e, wv, wd, 2);
+    V wb = e_bcast(&e, w2, sd, sr, wmap);
+    int64_t flat[TPUC_MAX_RANK];
+    for (int d = 0; d < xt.rank; d++) flat[d] = d == dim ? nt : xt.dims[d];
+    if (backward) {
+      /* each output's grad times its taps' weights, added at the taps */
+      int64_t bmap[TPUC_MAX_RANK];
+      for (int d = 0, q = 0; d < xt.rank; d++, q++) {
+        bmap[d] = q;
+        if (d == dim) q++;
+      }
+      V g = e_mul(&e, e_bcast(&e, x, sd, sr, bmap), wb);
+      x = e_put_add(&e, e_reshape(&e, g, flat, xt.rank), dim, idx, in[k]);
+    } else {
+      V g = e_reshape(&e, e_take(&e, x, dim, idx), sd, sr);
+      int64_t tapdim = dim + 1;
+      x = e_sum(&e, e_mul(&e, g, wb), &tapdim, 1);
+    }
+  }
+  c->outs[0] = x;
+  c->nouts = 1;
+  return e.st;
+}
+
 /* Reflection / replication padding: kind, and spatial dims in bits
  * 4..7. */
 enum { PAD_REFLECT = 1, PAD_REPLICATE, PAD_BW = 0x100 };
@@ -3769,6 +3934,32 @@ static tpuc_status* lower_col2im(op_ctx* c, int param) {
 /* The source coordinate along one dim of size S from the normalized
  * coordinate g (compute dtype): unnormalized, then clipped (border) or
  * reflected and clipped (reflection). */
+/* x reflected into [lo, hi] = [0, S - 1] (align) or [-0.5, S - 0.5], as
+ * the CPU's reflect_coordinates; with `mult`, also the derivative of the
+ * reflection (+1 or -1; 0 where the range is one point). */
+static V grid_reflect(em* e, V x, int64_t S, bool align, V* mult) {
+  double tlo = align ? 0.0 : -1.0, thi = align ? 2.0 * (S - 1) : 2.0 * S - 1;
+  if (tlo == thi) {
+    if (mult != NULL) *mult = e_k(e, 0.0);
+    return e_k(e, 0.0);
+  }
+  double lo = tlo / 2.0, span = (thi - tlo) / 2.0;
+  V off = e_sub(e, x, e_k(e, lo));
+  V in = e_abs(e, off);
+  V extra = e_bin(e, TPUC_HLO_REM, in, e_k(e, span));
+  V flips = e_un(e, TPUC_HLO_FLOOR, e_div(e, in, e_k(e, span)));
+  V odd = e_cmp(e, TPUC_HLO_NE, e_bin(e, TPUC_HLO_REM, flips, e_k(e, 2.0)),
+                e_k(e, 0.0));
+  if (mult != NULL) {
+    /* -1 where exactly one of "below lo" and "odd flips" holds */
+    V neg = e_cmp(e, TPUC_HLO_LT, off, e_k(e, 0.0));
+    V flip = e_cmp(e, TPUC_HLO_NE, neg, odd);
+    *mult = e_sel(e, flip, e_k(e, -1.0), e_k(e, 1.0));
+  }
+  return e_sel(e, odd, e_add(e, e_sub(e, e_k(e, span), extra), e_k(e, lo)),
+               e_add(e, extra, e_k(e, lo)));
+}
+
 static V grid_source(em* e, V g, int64_t S, int pad, bool align, bool vec) {
   V x;
   if (vec) {
@@ -3785,22 +3976,7 @@ static V grid_source(em* e, V g, int64_t S, int pad, bool align, bool vec) {
                     e_k(e, 1.0)),
               e_k(e, 2.0));
   }
-  if (pad == 2) {
-    /* reflect over [lo, hi] = [0, S - 1] (align) or [-0.5, S - 0.5] */
-    double tlo = align ? 0.0 : -1.0, thi = align ? 2.0 * (S - 1) : 2.0 * S - 1;
-    if (tlo == thi) {
-      x = e_k(e, 0.0);
-    } else {
-      double lo = tlo / 2.0, span = (thi - tlo) / 2.0;
-      V in = e_abs(e, e_sub(e, x, e_k(e, lo)));
-      V extra = e_bin(e, TPUC_HLO_REM, in, e_k(e, span));
-      V flips = e_un(e, TPUC_HLO_FLOOR, e_div(e, in, e_k(e, span)));
-      V odd = e_cmp(e, TPUC_HLO_NE, e_bin(e, TPUC_HLO_REM, flips, e_k(e, 2.0)),
-                    e_k(e, 0.0));
-      x = e_sel(e, odd, e_add(e, e_sub(e, e_k(e, span), extra), e_k(e, lo)),
-                e_add(e, extra, e_k(e, lo)));
-    }
-  }
+  if (pad == 2) x = grid_reflect(e, x, S, align, NULL);
   if (pad == 1 || pad == 2)
     x = e_min(e, e_k(e, (double)(S - 1)), e_max(e, x, e_k(e, 0.0)));
   return x;
@@ -3975,12 +4151,12 @@ static tpuc_status* lower_grid_sampler(op_ctx* c, int ns) {
 
 /* grid_sampler_{2,3}d_backward(grad_output, input, grid, mode, padding,
  * align_corners, output_mask) -> (grad_input, grad_grid) for bilinear and
- * nearest sampling with zeros or border padding (reflection: the CPU).
+ * nearest sampling with zeros, border or reflection padding.
  * grad_input adds each output's gradient, times its corner weights, into
  * the corners it read; grad_grid is the derivative of the bilinear weights
- * (nearest: zero) through the unnormalization, and zero where border
- * padding clipped the coordinate (the borders count as clipped, as on the
- * CPU). */
+ * (nearest: zero) through the unnormalization and the reflection (its
+ * sign), and zero where the padding clipped the coordinate (the borders
+ * count as clipped, as on the CPU). */
 static tpuc_status* lower_grid_sampler_bw(op_ctx* c, int ns) {
   const tpuc_op_arg* ma = &c->args[6];
   if (!op_is_tensor(c, 0) || !op_is_tensor(c, 1) || !op_is_tensor(c, 2) ||
@@ -4005,7 +4181,7 @@ static tpuc_status* lower_grid_sampler_bw(op_ctx* c, int ns) {
       t->rank != r ||
       gt->rank != r || gt->dtype != dt || got->dtype != dt ||
       got->rank != r || gt->dims[0] != t->dims[0] || gt->dims[r - 1] != ns ||
-      (mode != 0 && mode != 1) || (pad != 0 && pad != 1))
+      (mode != 0 && mode != 1) || pad < 0 || pad > 2)
     return op_unimpl("grid_sampler backward: this case runs on the CPU");
   if (tpuc_hlo_type_num_elements(t) == 0 || tpuc_hlo_type_num_elements(gt) == 0)
     return op_unimpl("empty grid_sampler: CPU");
@@ -4022,17 +4198,21 @@ static tpuc_status* lower_grid_sampler_bw(op_ctx* c, int ns) {
   tpuc_hlo_type it = ct;
   it.dtype = TPUC_DTYPE_S64;
   em ei = em_make(c, TPUC_DTYPE_S64, &it);
-  /* unclipped coordinates, clipped below where border padding is */
-  V src[3], inb[3];
+  /* unnormalized coordinates, reflected and clipped below where the
+   * padding says; gmul[d] the derivative of those steps (zero where the
+   * clip held the coordinate, the borders included, as on the CPU) */
+  V src[3], gmul[3];
   grid_coords(&e, e_cvt(&e, c->vals[2], acc), gt, &ct, ns, &g, 0, align, src);
   for (int d = 0; d < ns; d++) {
-    inb[d] = -1;
-    if (pad == 1) {
-      V hi = e_k(&e, (double)(g.S[d] - 1)), zero = e_k(&e, 0.0);
-      inb[d] = e_and(&e, e_cmp(&e, TPUC_HLO_GT, src[d], zero),
-                     e_cmp(&e, TPUC_HLO_LT, src[d], hi));
-      src[d] = e_min(&e, hi, e_max(&e, src[d], zero));
-    }
+    gmul[d] = -1;
+    if (pad == 0) continue;
+    V refl = -1;
+    if (pad == 2) src[d] = grid_reflect(&e, src[d], g.S[d], align, &refl);
+    V hi = e_k(&e, (double)(g.S[d] - 1)), zero = e_k(&e, 0.0);
+    V inb = e_and(&e, e_cmp(&e, TPUC_HLO_GT, src[d], zero),
+                  e_cmp(&e, TPUC_HLO_LT, src[d], hi));
+    gmul[d] = e_sel(&e, inb, pad == 2 ? refl : e_k(&e, 1.0), e_k(&e, 0.0));
+    src[d] = e_min(&e, hi, e_max(&e, src[d], zero));
   }
   V lo[3], w0[3], w1[3];
   grid_cells(&e, src, ns, mode, lo, w0, w1);
@@ -4121,7 +4301,7 @@ static tpuc_status* lower_grid_sampler_bw(op_ctx* c, int ns) {
       V gd = mode == 0 ? gsrc[d] : e_k(&e, 0.0);
       double f = align ? (double)(g.S[d] - 1) / 2.0 : (double)g.S[d] / 2.0;
       gd = e_mul(&e, gd, e_k(&e, f));
-      if (pad == 1) gd = e_sel(&e, inb[d], gd, e_k(&e, 0.0));
+      if (pad != 0) gd = e_mul(&e, gd, gmul[d]);
       comps[k] = e_reshape(&e, gd, one, r);
     }
     V gg = -1;
@@ -4358,6 +4538,166 @@ static V dist_reduce(em* eo, V d, const tpuc_hlo_type* dtp, V p) {
   return r_;
 }
 
+/* The K = N (N - 1) / 2 row pairs i < j of N rows in row-major order:
+ * first rows in *vi, second rows in *vj (s64 [K] constants). */
+static tpuc_status* pdist_pairs(em* e, int64_t N, int64_t K, V* vi, V* vj) {
+  int64_t* ij = malloc(sizeof(int64_t) * (size_t)(2 * K));
+  if (ij == NULL) return tpuc_status_make(TPUC_INTERNAL, "out of memory");
+  int64_t k = 0;
+  for (int64_t i = 0; i < N; i++)
+    for (int64_t j = i + 1; j < N; j++, k++) {
+      ij[k] = i;
+      ij[K + k] = j;
+    }
+  *vi = e_index_const(e, ij, K);
+  *vj = e_index_const(e, ij + K, K);
+  free(ij);
+  return NULL;
+}
+
+/* cdist's row pairs of x1 [B.., P, M] (type t) and x2 [B.., R, M]: both
+ * broadcast to [B.., P, R, M] (*a, *b; that type in *dtp); returns
+ * a - b. */
+static V cdist_pairs(em* e, V x1, V x2, const tpuc_hlo_type* t, int64_t R,
+                     tpuc_hlo_type* dtp, V* a, V* b) {
+  int r = t->rank;
+  int64_t bd[TPUC_MAX_RANK + 1], m1[TPUC_MAX_RANK], m2[TPUC_MAX_RANK];
+  for (int d = 0; d < r - 2; d++) {
+    bd[d] = t->dims[d];
+    m1[d] = m2[d] = d;
+  }
+  bd[r - 2] = t->dims[r - 2];
+  bd[r - 1] = R;
+  bd[r] = t->dims[r - 1];
+  m1[r - 2] = r - 2;
+  m1[r - 1] = r;
+  m2[r - 2] = r - 1;
+  m2[r - 1] = r;
+  *dtp = tpuc_hlo_type_make(t->dtype, bd, r + 1);
+  *a = e_bcast(e, x1, bd, r + 1, m1);
+  *b = e_bcast(e, x2, bd, r + 1, m2);
+  return e_sub(e, *a, *b);
+}
+
+/* The derivative of the p-norm distance `dist` of difference `diff` times
+ * `g` (all of shape `dtp`, compute dtype), by the CPU's forms: 0 for p = 0,
+ * g sign(diff) for p = 1, for p < 2 (p != 1) sign(diff) |diff|^(p-1) g /
+ * dist^(p-1) (0 where dist is 0, and where diff is 0 with p < 1), g diff /
+ * dist for p = 2 (0 where dist is 0), for p = inf g sign(diff) where
+ * |diff| is dist (1 - min(1, ceil(||diff| - dist|))), else diff
+ * |diff|^(p-2) g / dist^(p-1) (0 where dist is 0). p: rank-0 f64. */
+static V dist_grad(em* e, V diff, V g, V dist, V p, const tpuc_hlo_type* dtp) {
+  int r = dtp->rank;
+  em e64 = em_make(e->c, TPUC_DTYPE_F64, dtp);
+  V pf = e_bcast(&e64, p, dtp->dims, r, NULL);
+  V pv = e_cvt(e, pf, dtp->dtype);
+  V zero = e_k(e, 0.0), one = e_k(e, 1.0);
+  V sg = e_un(e, TPUC_HLO_SIGN, diff), ad = e_abs(e, diff);
+  V dist0 = e_cmp(e, TPUC_HLO_EQ, dist, zero);
+  V pm1 = e_sub(e, pv, one);
+  V dpow = e_bin(e, TPUC_HLO_POW, dist, pm1);
+  V t1 = e_mul(e, g, sg);
+  V tlt = e_div(e, e_mul(e, e_mul(e, sg, e_bin(e, TPUC_HLO_POW, ad, pm1)), g),
+                dpow);
+  tlt = e_sel(e, dist0, zero, tlt);
+  V lt1 = e_cmp(&e64, TPUC_HLO_LT, pf, e_k(&e64, 1.0));
+  tlt = e_sel(e, e_and(e, e_cmp(e, TPUC_HLO_EQ, diff, zero), lt1), zero, tlt);
+  V t2 = e_sel(e, dist0, zero, e_div(e, e_mul(e, g, diff), dist));
+  V tinf = e_mul(e, t1,
+                 e_sub(e, one,
+                       e_min(e, one, e_un(e, TPUC_HLO_CEIL,
+                                          e_abs(e, e_sub(e, ad, dist))))));
+  V tgen = e_mul(e, diff, e_bin(e, TPUC_HLO_POW, ad, e_sub(e, pv, e_k(e, 2.0))));
+  tgen = e_sel(e, dist0, zero, e_div(e, e_mul(e, tgen, g), dpow));
+  V r_ = tgen;
+  r_ = e_sel(e, e_cmp(&e64, TPUC_HLO_LT, pf, e_k(&e64, 2.0)), tlt, r_);
+  r_ = e_sel(e, e_cmp(&e64, TPUC_HLO_EQ, pf, e_k(&e64, INFINITY)), tinf, r_);
+  r_ = e_sel(e, e_cmp(&e64, TPUC_HLO_EQ, pf, e_k(&e64, 2.0)), t2, r_);
+  r_ = e_sel(e, e_cmp(&e64, TPUC_HLO_EQ, pf, e_k(&e64, 1.0)), t1, r_);
+  r_ = e_sel(e, e_cmp(&e64, TPUC_HLO_EQ, pf, e_k(&e64, 0.0)), zero, r_);
+  e_join(e, &e64);
+  return r_;
+}
+
+/* _cdist_backward(grad [B.., P, R], x1 [B.., P, M], x2 [B.., R, M], p,
+ * cdist [B.., P, R]) -> x1's gradient: dist_grad of every pair summed over
+ * x2's rows (autograd gets x2's by swapping the arguments). */
+static tpuc_status* lower_cdist_bw(op_ctx* c, int param) {
+  (void)param;
+  if (!op_is_tensor(c, 0) || !op_is_tensor(c, 1) || !op_is_tensor(c, 2) ||
+      !op_is_value(c, 3) || !op_is_tensor(c, 4))
+    return op_unimpl("unexpected arguments");
+  const tpuc_hlo_type *gt = &c->types[0], *t = &c->types[1], *u = &c->types[2],
+                      *ct = &c->types[4];
+  tpuc_dtype dt = t->dtype;
+  int r = t->rank;
+  if ((dt != TPUC_DTYPE_F32 && dt != TPUC_DTYPE_F64) || r < 2 ||
+      u->rank != r || gt->rank != r || ct->rank != r || u->dtype != dt ||
+      gt->dtype != dt || ct->dtype != dt || t->dims[r - 1] != u->dims[r - 1])
+    return op_unimpl("_cdist_backward: unusual arguments (CPU says why)");
+  int64_t P = t->dims[r - 2], R = u->dims[r - 2], M = t->dims[r - 1];
+  for (int d = 0; d < r - 2; d++)
+    if (t->dims[d] != u->dims[d] || gt->dims[d] != t->dims[d] ||
+        ct->dims[d] != t->dims[d])
+      return op_unimpl("_cdist_backward: batch dims (CPU)");
+  if (gt->dims[r - 2] != P || gt->dims[r - 1] != R || ct->dims[r - 2] != P ||
+      ct->dims[r - 1] != R)
+    return op_unimpl("_cdist_backward: shapes (CPU says why)");
+  if (P == 0 || R == 0 || M == 0) return op_unimpl("empty _cdist_backward: CPU");
+  if (tpuc_hlo_type_num_elements(t) / M * R * M > (1 << 24))
+    return op_unimpl("_cdist_backward: large (CPU)");
+  em e = em_make(c, dt, t);
+  tpuc_hlo_type dtp;
+  V a, b, p = -1;
+  V diff = cdist_pairs(&e, c->vals[1], c->vals[2], t, R, &dtp, &a, &b);
+  e.shape = dtp; /* its constants (dist_grad's) take the pairs' shape */
+  TRY(op_scalar(c, 3, TPUC_DTYPE_F64, NULL, &p));
+  int64_t mg[TPUC_MAX_RANK];
+  for (int d = 0; d < r; d++) mg[d] = d;
+  V g = e_bcast(&e, c->vals[0], dtp.dims, r + 1, mg);
+  V dist = e_bcast(&e, c->vals[4], dtp.dims, r + 1, mg);
+  V each = dist_grad(&e, diff, g, dist, p, &dtp);
+  int64_t rows = r - 1;
+  c->outs[0] = e_sum(&e, each, &rows, 1);
+  c->nouts = 1;
+  return e.st;
+}
+
+/* _pdist_backward(grad [K], self [N, M], p, pdist [K]) -> self's
+ * gradient: for pair k = (i, j), i < j in row-major order, dist_grad of
+ * x_i - x_j added to row i and taken from row j. */
+static tpuc_status* lower_pdist_bw(op_ctx* c, int param) {
+  (void)param;
+  if (!op_is_tensor(c, 0) || !op_is_tensor(c, 1) || !op_is_value(c, 2) ||
+      !op_is_tensor(c, 3))
+    return op_unimpl("unexpected arguments");
+  const tpuc_hlo_type *gt = &c->types[0], *t = &c->types[1], *pt = &c->types[3];
+  tpuc_dtype dt = t->dtype;
+  if ((dt != TPUC_DTYPE_F32 && dt != TPUC_DTYPE_F64) || t->rank != 2 ||
+      gt->rank != 1 || pt->rank != 1 || gt->dtype != dt || pt->dtype != dt)
+    return op_unimpl("_pdist_backward: unusual arguments (CPU says why)");
+  int64_t N = t->dims[0], M = t->dims[1], K = N * (N - 1) / 2;
+  if (gt->dims[0] != K || pt->dims[0] != K)
+    return op_unimpl("_pdist_backward: shapes (CPU says why)");
+  c->nouts = 1;
+  if (K == 0 || M == 0) return op_const(c, dt, 0.0, t, &c->outs[0]);
+  if (K * M > (1 << 24)) return op_unimpl("_pdist_backward: large (CPU)");
+  tpuc_hlo_type dtp = tpuc_hlo_type_make(dt, (int64_t[]){K, M}, 2);
+  em e = em_make(c, dt, &dtp);
+  V vi, vj, p = -1;
+  TRY(pdist_pairs(&e, N, K, &vi, &vj));
+  TRY(op_scalar(c, 2, TPUC_DTYPE_F64, NULL, &p));
+  V diff =
+      e_sub(&e, e_take(&e, c->vals[1], 0, vi), e_take(&e, c->vals[1], 0, vj));
+  int64_t m0 = 0;
+  V g = e_bcast(&e, c->vals[0], dtp.dims, 2, &m0);
+  V dist = e_bcast(&e, c->vals[3], dtp.dims, 2, &m0);
+  V each = dist_grad(&e, diff, g, dist, p, &dtp);
+  c->outs[0] = e_sub(&e, e_put_add(&e, each, 0, vi, N),
+                     e_put_add(&e, each, 0, vj, N));
+  return e.st;
+}
+
 static tpuc_status* lower_dist(op_ctx* c, int cdist) {
   int pi = cdist ? 2 : 1;
   if (!op_is_tensor(c, 0) || (cdist && !op_is_tensor(c, 1)) ||
@@ -4391,16 +4731,8 @@ static tpuc_status* lower_dist(op_ctx* c, int cdist) {
       return NULL;
     }
     if (K * M > (1 << 24)) return op_unimpl("pdist: large (CPU)");
-    int64_t* ij = malloc(sizeof(int64_t) * (size_t)(2 * K));
-    if (ij == NULL) return tpuc_status_make(TPUC_INTERNAL, "out of memory");
-    int64_t k = 0;
-    for (int64_t i = 0; i < N; i++)
-      for (int64_t j = i + 1; j < N; j++, k++) {
-        ij[k] = i;
-        ij[K + k] = j;
-      }
-    V vi = e_index_const(&e, ij, K), vj = e_index_const(&e, ij + K, K);
-    free(ij);
+    V vi, vj;
+    TRY(pdist_pairs(&e, N, K, &vi, &vj));
     diff =
         e_sub(&e, e_take(&e, c->vals[0], 0, vi), e_take(&e, c->vals[0], 0, vj));
     dtp = tpuc_hlo_type_make(dt, (int64_t[]){K, M}, 2);
@@ -4418,24 +4750,10 @@ static tpuc_status* lower_dist(op_ctx* c, int cdist) {
     if (P == 0 || R == 0) return op_unimpl("empty cdist: CPU");
     int64_t mode = op_is_none(c, 3) ? 0 : c->args[3].i;
     use_mm = mode == 1 || (mode == 0 && (P > 25 || R > 25));
-    int64_t bd[TPUC_MAX_RANK + 1], m1[TPUC_MAX_RANK], m2[TPUC_MAX_RANK];
-    for (int d = 0; d < r - 2; d++) {
-      bd[d] = t->dims[d];
-      m1[d] = m2[d] = d;
-    }
-    bd[r - 2] = P;
-    bd[r - 1] = R;
-    bd[r] = M;
-    m1[r - 2] = r - 2;
-    m1[r - 1] = r;
-    m2[r - 2] = r - 1;
-    m2[r - 1] = r;
     if (tpuc_hlo_type_num_elements(t) / M * R * M > (1 << 24))
       return op_unimpl("cdist: large (CPU)");
-    V a = e_bcast(&e, c->vals[0], bd, r + 1, m1);
-    V b = e_bcast(&e, c->vals[1], bd, r + 1, m2);
-    diff = e_sub(&e, a, b);
-    dtp = tpuc_hlo_type_make(dt, bd, r + 1);
+    V a, b;
+    diff = cdist_pairs(&e, c->vals[0], c->vals[1], t, R, &dtp, &a, &b);
     if (use_mm) {
       /* |a|^2 + |b|^2 - 2 a.b as the CPU's product of the padded rows
        * [-2a, |a|^2, 1] . [b, 1, |b|^2], terms in that order */
@@ -4983,6 +5301,18 @@ const op_entry op_table_nn[] = {
     {"aten::im2col.out", lower_im2col, 0},
     {"aten::col2im", lower_col2im, 0},
     {"aten::col2im.out", lower_col2im, 0},
+    {"aten::_upsample_bilinear2d_aa", lower_upsample_aa, UP_LINEAR},
+    {"aten::_upsample_bilinear2d_aa.out", lower_upsample_aa, UP_LINEAR},
+    {"aten::_upsample_bilinear2d_aa_backward", lower_upsample_aa,
+     UP_LINEAR | UP_BW},
+    {"aten::_upsample_bilinear2d_aa_backward.grad_input", lower_upsample_aa,
+     UP_LINEAR | UP_BW},
+    {"aten::_upsample_bicubic2d_aa", lower_upsample_aa, UP_CUBIC},
+    {"aten::_upsample_bicubic2d_aa.out", lower_upsample_aa, UP_CUBIC},
+    {"aten::_upsample_bicubic2d_aa_backward", lower_upsample_aa,
+     UP_CUBIC | UP_BW},
+    {"aten::_upsample_bicubic2d_aa_backward.grad_input", lower_upsample_aa,
+     UP_CUBIC | UP_BW},
     {"aten::upsample_bicubic2d", lower_upsample, UP_CUBIC | 2 << 4},
     {"aten::upsample_bicubic2d.out", lower_upsample, UP_CUBIC | 2 << 4},
     {"aten::upsample_bicubic2d_backward", lower_upsample,
@@ -5022,6 +5352,10 @@ const op_entry op_table_nn[] = {
     {"aten::_pdist_forward.out", lower_dist, 0},
     {"aten::_cdist_forward", lower_dist, 1},
     {"aten::_cdist_forward.out", lower_dist, 1},
+    {"aten::_cdist_backward", lower_cdist_bw, 0},
+    {"aten::_pdist_backward", lower_pdist_bw, 0},
+    {"aten::_pdist_backward.out", lower_pdist_bw, 0},
+    {"aten::_cdist_backward.out", lower_cdist_bw, 0},
     {"aten::multi_margin_loss", lower_multi_margin, 0},
     {"aten::multi_margin_loss.out", lower_multi_margin, 0},
     {"aten::multi_margin_loss_backward", lower_multi_margin, 1},

@@ -604,23 +604,6 @@ static tpuc_status* scalar_not(op_ctx* c, int i, double dflt,
   return tpuc_hlo_unary(c->fn, TPUC_HLO_NOT, ok, bad);
 }
 
-/* Rank-0 i1: some element of the i1 array `p` is true. */
-static tpuc_status* any_of(op_ctx* c, tpuc_hlo_value p, tpuc_hlo_value* out) {
-  tpuc_hlo_type t;
-  TRY(tpuc_hlo_value_type(c->fn, p, &t));
-  if (t.rank == 0) {
-    *out = p;
-    return NULL;
-  }
-  int64_t dims[TPUC_MAX_RANK];
-  for (int d = 0; d < t.rank; d++) dims[d] = d;
-  tpuc_hlo_fn* body = NULL;
-  tpuc_hlo_value f;
-  TRY(tpuc_hlo_region_binary(c->module, TPUC_DTYPE_PRED, TPUC_HLO_OR, &body));
-  TRY(op_const(c, TPUC_DTYPE_PRED, 0, NULL, &f));
-  return tpuc_hlo_reduce(c->fn, &p, &f, 1, dims, (size_t)t.rank, body, out);
-}
-
 /* cauchy_(self, median=0, sigma=1): median + sigma * tan(pi (u - 1/2));
  * sigma must be > 0. */
 static tpuc_status* lower_cauchy(op_ctx* c, int param) {
@@ -736,7 +719,7 @@ static tpuc_status* lower_normal_tensor(op_ctx* c, int param) {
     TRY(op_const(c, ct, 0.0, &shape, &zero));
     TRY(tpuc_hlo_compare(c->fn, TPUC_HLO_GE, std, zero, &ok));
     TRY(tpuc_hlo_unary(c->fn, TPUC_HLO_NOT, ok, &bad));
-    TRY(any_of(c, bad, &c->check));
+    TRY(op_any_true(c, bad, &c->check));
     c->has_check = true;
     c->check_code = TPUC_INVALID_ARGUMENT;
     c->check_msg = "normal expects all elements of std >= 0.0";
@@ -783,7 +766,7 @@ static tpuc_status* lower_multinomial(op_ctx* c, int param) {
   TRY(tpuc_hlo_unary(c->fn, TPUC_HLO_IS_FINITE, p, &fin));
   TRY(tpuc_hlo_unary(c->fn, TPUC_HLO_NOT, fin, &fin));
   TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_OR, neg, fin, &bad));
-  TRY(any_of(c, bad, &bad));
+  TRY(op_any_true(c, bad, &bad));
   {
     tpuc_hlo_fn* add = NULL;
     tpuc_hlo_value z0, zr, le;
@@ -794,7 +777,7 @@ static tpuc_status* lower_multinomial(op_ctx* c, int param) {
     tpuc_hlo_type rt = tpuc_hlo_type_make(ct, &rows, 1);
     TRY(op_const(c, ct, 0.0, &rt, &zr));
     TRY(tpuc_hlo_compare(c->fn, TPUC_HLO_LE, sum, zr, &le));
-    TRY(any_of(c, le, &le));
+    TRY(op_any_true(c, le, &le));
     TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_OR, bad, le, &bad));
   }
   TRY(cpu_check(c, bad));
@@ -903,8 +886,264 @@ static tpuc_status* lower_rrelu(op_ctx* c, int param) {
   return NULL;
 }
 
+/* _standard_gamma(alpha): Gamma(alpha, 1) by Marsaglia and Tsang's method
+ * (2000), the CPU's algorithm: alpha < 1 is boosted to alpha + 1 and the
+ * sample scaled by (1 - U)^(1 / alpha); d = alpha - 1/3, c = 1 / sqrt(9d);
+ * an attempt draws x ~ N(0, 1) and u ~ U(0, 1] and, where y = 1 + c x > 0,
+ * accepts d y^3 if u < 1 - 0.0331 x^4 or log u < x^2 / 2 + d (1 - y^3 +
+ * log y^3). Every element attempts in each round of a while loop until all
+ * have accepted (each round accepts 95 % or more of what is left, so a
+ * million samples take about six rounds); after GAMMA_ROUNDS rounds what
+ * never accepted is NaN (a NaN or negative alpha). Results are at least
+ * the dtype's smallest normal number (alpha 0 included), as on the CPU. */
+#define GAMMA_ROUNDS 64
+#define GAMMA_STATE 6 /* round, done, sample, d, c, rng */
+
+/* Builds `build(c, arg)` into region `r`, then gives c its body and
+ * generator state back (also on failure). */
+static tpuc_status* in_region(op_ctx* c, tpuc_hlo_fn* r,
+                              tpuc_status* (*build)(op_ctx*, void*),
+                              void* arg) {
+  tpuc_hlo_fn* fn = c->fn;
+  tpuc_hlo_value rng = c->rng;
+  c->fn = r;
+  tpuc_status* st = build(c, arg);
+  c->fn = fn;
+  c->rng = rng;
+  return st;
+}
+
+typedef struct {
+  const tpuc_hlo_type* shape; /* of the samples, in the compute dtype */
+} gamma_loop;
+
+/* cond: round < GAMMA_ROUNDS and some element has not accepted */
+static tpuc_status* gamma_cond(op_ctx* c, void* arg) {
+  (void)arg;
+  tpuc_hlo_value it, done, lim, more, left, any, r;
+  TRY(tpuc_hlo_get_arg(c->fn, 0, &it));
+  TRY(tpuc_hlo_get_arg(c->fn, 1, &done));
+  TRY(op_const(c, TPUC_DTYPE_S32, GAMMA_ROUNDS, NULL, &lim));
+  TRY(tpuc_hlo_compare(c->fn, TPUC_HLO_LT, it, lim, &more));
+  TRY(tpuc_hlo_unary(c->fn, TPUC_HLO_NOT, done, &left));
+  TRY(op_any_true(c, left, &any));
+  TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_AND, more, any, &r));
+  return tpuc_hlo_return(c->fn, &r, 1);
+}
+
+/* body: one attempt for every element; the ones not done before that
+ * accept now keep their sample */
+static tpuc_status* gamma_body(op_ctx* c, void* arg) {
+  const tpuc_hlo_type* t = ((gamma_loop*)arg)->shape;
+  tpuc_dtype ct = t->dtype;
+  tpuc_hlo_value a[GAMMA_STATE];
+  for (size_t i = 0; i < GAMMA_STATE; i++) TRY(tpuc_hlo_get_arg(c->fn, i, &a[i]));
+  tpuc_hlo_value it = a[0], done = a[1], res = a[2], d = a[3], cc = a[4];
+  c->rng = a[5];
+  tpuc_hlo_value x, u, one, zero, y, v, xx, k, lhs, rhs, ok1, ok2, ok, pos,
+      take, dv, step;
+  TRY(normal01(c, t, ct, &x));
+  TRY(uniform01(c, t, ct, &u));
+  TRY(op_const(c, ct, 1.0, t, &one));
+  TRY(op_const(c, ct, 0.0, t, &zero));
+  TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_SUB, one, u, &u)); /* (0, 1] */
+  TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_MUL, cc, x, &y));
+  TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_ADD, one, y, &y));
+  TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_MUL, y, y, &v));
+  TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_MUL, v, y, &v));
+  TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_MUL, x, x, &xx));
+  /* u < 1 - 0.0331 x^4 */
+  TRY(op_const(c, ct, 0.0331, t, &k));
+  TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_MUL, k, xx, &rhs));
+  TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_MUL, rhs, xx, &rhs));
+  TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_SUB, one, rhs, &rhs));
+  TRY(tpuc_hlo_compare(c->fn, TPUC_HLO_LT, u, rhs, &ok1));
+  /* log u < x^2 / 2 + d (1 - v + log v) */
+  TRY(tpuc_hlo_unary(c->fn, TPUC_HLO_LOG, u, &lhs));
+  TRY(tpuc_hlo_unary(c->fn, TPUC_HLO_LOG, v, &rhs));
+  TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_SUB, one, v, &step));
+  TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_ADD, step, rhs, &rhs));
+  TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_MUL, d, rhs, &rhs));
+  TRY(op_const(c, ct, 0.5, t, &k));
+  TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_MUL, k, xx, &k));
+  TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_ADD, k, rhs, &rhs));
+  TRY(tpuc_hlo_compare(c->fn, TPUC_HLO_LT, lhs, rhs, &ok2));
+  TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_OR, ok1, ok2, &ok));
+  TRY(tpuc_hlo_compare(c->fn, TPUC_HLO_GT, y, zero, &pos));
+  TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_AND, ok, pos, &ok));
+  TRY(tpuc_hlo_unary(c->fn, TPUC_HLO_NOT, done, &take));
+  TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_AND, take, ok, &take));
+  TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_MUL, d, v, &dv));
+  TRY(tpuc_hlo_select(c->fn, take, dv, res, &res));
+  TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_OR, done, ok, &done));
+  TRY(op_const(c, TPUC_DTYPE_S32, 1, NULL, &step));
+  TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_ADD, it, step, &it));
+  tpuc_hlo_value r[GAMMA_STATE] = {it, done, res, d, cc, c->rng};
+  return tpuc_hlo_return(c->fn, r, GAMMA_STATE);
+}
+
+/* Gamma(alpha, 1) samples (ct, of alpha's shape `t` in ct) of `alpha`
+ * (ct): NaN where no round accepted, 0 where alpha is 0. */
+static tpuc_status* gamma_samples(op_ctx* c, tpuc_hlo_value alpha,
+                                  const tpuc_hlo_type* t, tpuc_hlo_value* out) {
+  tpuc_dtype ct = t->dtype;
+  /* Counters a call may draw: the boost's uniforms and, per round, a
+   * normal and a uniform (at most 3 counters an element in f64). */
+  if ((double)elements(t) * (3.0 * GAMMA_ROUNDS + 2.0) >= 4294967296.0)
+    return op_unimpl("gamma samples of more than 20 million elements");
+  if (c->rng < 0) return op_unimpl("random op without a generator state");
+  tpuc_hlo_value one, third, nine, small, zero_a, a1, d, cc, u0, inv, scale;
+  TRY(op_const(c, ct, 1.0, t, &one));
+  TRY(tpuc_hlo_compare(c->fn, TPUC_HLO_LT, alpha, one, &small));
+  TRY(op_const(c, ct, 0.0, t, &d));
+  TRY(tpuc_hlo_compare(c->fn, TPUC_HLO_EQ, alpha, d, &zero_a));
+  /* the boost: (1 - U)^(1 / alpha) where alpha < 1 */
+  TRY(uniform01(c, t, ct, &u0));
+  TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_SUB, one, u0, &u0));
+  TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_DIV, one, alpha, &inv));
+  TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_POW, u0, inv, &scale));
+  TRY(tpuc_hlo_select(c->fn, small, scale, one, &scale));
+  TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_ADD, alpha, one, &a1));
+  TRY(tpuc_hlo_select(c->fn, small, a1, alpha, &a1));
+  TRY(op_const(c, ct, 1.0 / 3.0, t, &third));
+  TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_SUB, a1, third, &d));
+  TRY(op_const(c, ct, 9.0, t, &nine));
+  TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_MUL, nine, d, &cc));
+  TRY(tpuc_hlo_unary(c->fn, TPUC_HLO_SQRT, cc, &cc));
+  TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_DIV, one, cc, &cc));
+  /* the rounds */
+  tpuc_hlo_type bt = *t;
+  bt.dtype = TPUC_DTYPE_PRED;
+  tpuc_hlo_type ts[GAMMA_STATE] = {tpuc_hlo_type_scalar(TPUC_DTYPE_S32), bt, *t,
+                                   *t, *t, tpuc_hlo_type_make(TPUC_DTYPE_U64,
+                                                              (int64_t[]){2}, 1)};
+  tpuc_hlo_value init[GAMMA_STATE], outs[GAMMA_STATE], f;
+  TRY(op_const(c, TPUC_DTYPE_S32, 0, NULL, &init[0]));
+  TRY(op_const(c, ct, 0.0, t, &f));
+  TRY(tpuc_hlo_compare(c->fn, TPUC_HLO_NE, f, f, &init[1])); /* false */
+  TRY(op_const(c, ct, NAN, t, &init[2]));
+  init[3] = d;
+  init[4] = cc;
+  init[5] = c->rng;
+  tpuc_hlo_fn *cond, *body;
+  gamma_loop L = {t};
+  TRY(tpuc_hlo_region_create(c->module, ts, GAMMA_STATE, &cond));
+  TRY(in_region(c, cond, gamma_cond, &L));
+  TRY(tpuc_hlo_region_create(c->module, ts, GAMMA_STATE, &body));
+  TRY(in_region(c, body, gamma_body, &L));
+  TRY(tpuc_hlo_while(c->fn, init, GAMMA_STATE, cond, body, outs));
+  c->rng = outs[5];
+  tpuc_hlo_value r, zero;
+  TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_MUL, scale, outs[2], &r));
+  TRY(op_const(c, ct, 0.0, t, &zero));
+  return tpuc_hlo_select(c->fn, zero_a, zero, r, out);
+}
+
+/* The smallest normal number of float dtype dt. */
+static double least_normal(tpuc_dtype dt) {
+  return dt == TPUC_DTYPE_F64   ? 2.2250738585072014e-308
+         : dt == TPUC_DTYPE_F16 ? 6.103515625e-05
+                                : 1.1754943508222875e-38;
+}
+
+/* max(v, lo) of type t, a NaN staying NaN (XLA's max would keep it too,
+ * std::max as the CPU calls it would not: that case is a NaN alpha, for
+ * which the CPU's loop never ends). */
+static tpuc_status* at_least(op_ctx* c, tpuc_hlo_value v, double lo,
+                             const tpuc_hlo_type* t, tpuc_hlo_value* out) {
+  tpuc_hlo_value k;
+  TRY(op_const(c, t->dtype, lo, t, &k));
+  return tpuc_hlo_binary(c->fn, TPUC_HLO_MAX, v, k, out);
+}
+
+/* _standard_gamma(alpha): float dtypes, half ones too (as CUDA; the CPU
+ * has float and double only), computed in f32 or f64. */
+static tpuc_status* lower_standard_gamma(op_ctx* c, int param) {
+  (void)param;
+  if (!op_is_tensor(c, 0)) return op_unimpl("unexpected arguments");
+  tpuc_dtype dt = c->types[0].dtype;
+  if (!tpuc_dtype_is_float(dt)) return op_unimpl("_standard_gamma of this dtype");
+  tpuc_hlo_type t = c->types[0];
+  t.dtype = compute_dtype(dt);
+  tpuc_hlo_value alpha, r;
+  TRY(tpuc_hlo_convert(c->fn, c->vals[0], t.dtype, &alpha));
+  TRY(gamma_samples(c, alpha, &t, &r));
+  TRY(tpuc_hlo_convert(c->fn, r, dt, &r));
+  c->nouts = 1;
+  return at_least(c, r, least_normal(dt), &c->types[0], &c->outs[0]);
+}
+
+/* _sample_dirichlet(alpha): gamma samples (at least the smallest normal
+ * number) over their sum along the last dim, clamped to [the dtype's
+ * smallest normal number, the float below 1], as CUDA computes it (in f32
+ * for f32 and half dtypes; the CPU draws the gammas in f64). */
+static tpuc_status* lower_sample_dirichlet(op_ctx* c, int param) {
+  (void)param;
+  if (!op_is_tensor(c, 0)) return op_unimpl("unexpected arguments");
+  tpuc_dtype dt = c->types[0].dtype;
+  const tpuc_hlo_type* at = &c->types[0];
+  if (!tpuc_dtype_is_float(dt) || at->rank == 0)
+    return op_unimpl("_sample_dirichlet of this dtype or rank");
+  tpuc_dtype ct = compute_dtype(dt);
+  tpuc_hlo_type t = *at;
+  t.dtype = ct;
+  tpuc_hlo_value alpha, g, sum, hi;
+  TRY(tpuc_hlo_convert(c->fn, c->vals[0], ct, &alpha));
+  TRY(gamma_samples(c, alpha, &t, &g));
+  TRY(at_least(c, g, least_normal(ct), &t, &g));
+  int64_t last = t.rank - 1, map[TPUC_MAX_RANK];
+  tpuc_hlo_fn* add = NULL;
+  tpuc_hlo_value z0;
+  TRY(tpuc_hlo_region_binary(c->module, ct, TPUC_HLO_ADD, &add));
+  TRY(op_const(c, ct, 0.0, NULL, &z0));
+  TRY(tpuc_hlo_reduce(c->fn, &g, &z0, 1, &last, 1, add, &sum));
+  for (int k = 0; k < t.rank - 1; k++) map[k] = k;
+  TRY(tpuc_hlo_broadcast_in_dim(c->fn, sum, t.dims, t.rank, map, &sum));
+  TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_DIV, g, sum, &g));
+  TRY(tpuc_hlo_convert(c->fn, g, dt, &g));
+  TRY(at_least(c, g, least_normal(dt), at, &g));
+  double below1 = dt == TPUC_DTYPE_F64   ? 1.0 - ldexp(1.0, -53)
+                  : dt == TPUC_DTYPE_F16 ? 1.0 - ldexp(1.0, -11)
+                  : dt == TPUC_DTYPE_BF16 ? 1.0 - ldexp(1.0, -8)
+                                          : 1.0 - ldexp(1.0, -24);
+  TRY(op_const(c, dt, below1, at, &hi));
+  c->nouts = 1;
+  return tpuc_hlo_binary(c->fn, TPUC_HLO_MIN, g, hi, &c->outs[0]);
+}
+
+/* randperm(n, generator, out): a uniformly random permutation of 0 ..
+ * n - 1, the order of n random 64-bit keys (a stable sort; two equal keys
+ * have probability about n^2 / 2^65). s64 results; the out= write casts
+ * them to out's dtype. */
+static tpuc_status* lower_randperm(op_ctx* c, int param) {
+  (void)param;
+  int64_t n = 0;
+  TRY(op_int_arg(c, 0, 0, &n));
+  if (n < 0)
+    return tpuc_status_make(TPUC_INVALID_ARGUMENT,
+                            "n must be non-negative, got %lld", (long long)n);
+  tpuc_hlo_type t = tpuc_hlo_type_make(TPUC_DTYPE_S64, &n, 1);
+  c->nouts = 1;
+  if (n == 0) return op_const(c, TPUC_DTYPE_S64, 0, &t, &c->outs[0]);
+  tpuc_hlo_type kt = tpuc_hlo_type_make(TPUC_DTYPE_U64, &n, 1);
+  tpuc_hlo_value ins[2], outs[2];
+  TRY(op_random_bits(c, TPUC_DTYPE_U64, &kt, &ins[0]));
+  TRY(tpuc_hlo_iota(c->fn, &t, 0, &ins[1]));
+  tpuc_dtype dts[2] = {TPUC_DTYPE_U64, TPUC_DTYPE_S64};
+  tpuc_hlo_fn* less = NULL;
+  TRY(tpuc_hlo_region_compare(c->module, dts, 2, TPUC_HLO_LT, &less));
+  TRY(tpuc_hlo_sort(c->fn, ins, 2, 0, true, less, outs));
+  c->outs[0] = outs[1];
+  return NULL;
+}
+
 const op_entry op_table_random[] = {
     {"aten::uniform_", lower_uniform, 0},
+    {"aten::randperm.generator_out", lower_randperm, 0},
+    {"aten::_standard_gamma", lower_standard_gamma, 0},
+    {"aten::_standard_gamma.out", lower_standard_gamma, 0},
+    {"aten::_sample_dirichlet", lower_sample_dirichlet, 0},
+    {"aten::_sample_dirichlet.out", lower_sample_dirichlet, 0},
     {"aten::normal_", lower_normal, 0},
     {"aten::bernoulli_.float", lower_bernoulli, 0},
     {"aten::bernoulli_.Tensor", lower_bernoulli, 0},

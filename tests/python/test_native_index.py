@@ -459,16 +459,21 @@ def test_embedding_grad():
     assert "aten::embedding_dense_backward" not in tpuc.fallback_report()
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.int64])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.int64,
+                                   torch.complex64])
 def test_unfold_backward_is_native(dtype):
     # Tensor.unfold's gradient (and istft's overlap-add) ran on the CPU:
-    # overlapping, touching and gapped windows, any dim, exactly the CPU's.
+    # overlapping, touching and gapped windows, any dim, a 0-d input,
+    # complex gradients, exactly the CPU's.
     import tpuc
     g = torch.Generator().manual_seed(0)
     for shape, dim, size, step in [((10,), 0, 3, 2), ((4, 12, 3), 1, 4, 4), ((4, 12, 3), 1, 5, 2),
-                                   ((2, 3, 9), 2, 9, 1), ((7, 2), 0, 2, 3), ((3, 8), 1, 3, 1)]:
+                                   ((2, 3, 9), 2, 9, 1), ((7, 2), 0, 2, 3), ((3, 8), 1, 3, 1),
+                                   ((), 0, 1, 1)]:
         windows = torch.empty(shape).unfold(dim, size, step).shape
         grad = (torch.randn(windows, generator=g) * 4).round().to(dtype)
+        if dtype.is_complex:
+            grad = grad + 1j * (torch.randn(windows, generator=g) * 4).round()
         want = torch.ops.aten.unfold_backward(grad, list(shape), dim, size, step)
         tpuc.fallback_reset()
         got = torch.ops.aten.unfold_backward(grad.to("tpu"), list(shape), dim, size, step)
@@ -571,3 +576,36 @@ def test_embedding_bag_max_ties_and_nan_as_on_the_cpu():
         got = _bag_run("tpu", w, torch.tensor(idx), torch.tensor(offs), None, grad, mode="max")
         for a, b in zip(got[:2], want[:2]):
             torch.testing.assert_close(a, b, equal_nan=True)
+
+
+def test_eye_is_native():
+    # torch.eye on tpu (identity inits, contrastive labels, matrix_power(x,
+    # 0)) ran on the CPU and was copied over.
+    import tpuc
+    tpuc.fallback_reset()
+    for dt in (torch.float32, torch.int64, torch.bool, torch.complex64, torch.bfloat16, torch.uint8):
+        assert torch.equal(torch.eye(3, device="tpu", dtype=dt).cpu(), torch.eye(3, dtype=dt))
+        assert torch.equal(torch.eye(3, 5, device="tpu", dtype=dt).cpu(), torch.eye(3, 5, dtype=dt))
+    assert torch.eye(0, device="tpu").shape == (0, 0) and torch.eye(2, 0, device="tpu").shape == (2, 0)
+    out = torch.empty(0, dtype=torch.float64, device="tpu")
+    torch.eye(4, 2, out=out)
+    assert out.dtype == torch.float64 and torch.equal(out.cpu(), torch.eye(4, 2, dtype=torch.float64))
+    x = torch.randn(3, 3)
+    torch.testing.assert_close(torch.linalg.matrix_power(x.to("tpu"), 0).cpu(), torch.eye(3))
+    assert tpuc.fallback_report() == {}, tpuc.fallback_report()
+    with pytest.raises(RuntimeError, match="n must be greater or equal to 0"):
+        torch.eye(-1, device="tpu")
+
+
+def test_tril_and_triu_indices_are_native():
+    # Pairwise-interaction models (DLRM) index triangles with these; they
+    # ran on the CPU. Every offset sign, wide and tall shapes, int32/int64.
+    import tpuc
+    tpuc.fallback_reset()
+    for r, c in [(4, 5), (5, 3), (0, 3), (3, 0), (1, 1), (7, 7)]:
+        for off in (-3, -1, 0, 1, 2, 6):
+            for f in (torch.tril_indices, torch.triu_indices):
+                for dt in (torch.int64, torch.int32):
+                    got = f(r, c, off, device="tpu", dtype=dt).cpu()
+                    assert got.dtype == dt and torch.equal(got, f(r, c, off, dtype=dt)), (f, r, c, off)
+    assert tpuc.fallback_report() == {}, tpuc.fallback_report()

@@ -526,21 +526,30 @@ def test_lstm_on_packed_sequences_and_in_bfloat16():
 
 @pytest.mark.parametrize("ns", [2, 3])
 @pytest.mark.parametrize("mode", ["bilinear", "nearest"])
-@pytest.mark.parametrize("pad", ["zeros", "border"])
+@pytest.mark.parametrize("pad", ["zeros", "border", "reflection"])
 def test_grid_sample_backward_is_native(ns, mode, pad):
     # Spatial transformers and deformable attention train through
     # grid_sample: its backward ran on the CPU. Grid points fall inside,
-    # outside and on the borders; reflection padding still runs there.
+    # outside and on the borders; with reflection padding, far enough
+    # outside to be reflected up to three times (the gradient's sign flips
+    # with each), and a size-1 dim (nothing to reflect over).
     for align in (False, True):
         g = torch.Generator().manual_seed(0)
         sp = (5, 6) if ns == 2 else (3, 4, 5)
         x = torch.randn((2, 3) + sp, generator=g, dtype=torch.float64)
         out = (4, 3) if ns == 2 else (2, 3, 2)
-        grid = torch.rand((2,) + out + (ns,), generator=g, dtype=torch.float64) * 2.6 - 1.3
+        reach = 3.5 if pad == "reflection" else 1.3
+        grid = torch.rand((2,) + out + (ns,), generator=g, dtype=torch.float64) * 2 * reach - reach
         grid[0, 0, 0] = 1.0  # exactly on a border
         check_grads(lambda x, grid: F.grid_sample(x, grid, mode=mode, padding_mode=pad,
                                                   align_corners=align),
                     x, grid, atol=1e-9, rtol=1e-9)
+        if pad != "reflection":
+            continue
+        x1 = torch.randn((1, 2, 1) + sp[1:], generator=g, dtype=torch.float64)
+        check_grads(lambda x, grid: F.grid_sample(x, grid, mode=mode, padding_mode=pad,
+                                                  align_corners=align),
+                    x1, grid[:1], atol=1e-9, rtol=1e-9)
 
 
 @pytest.mark.parametrize("norm_first", [False, True])
@@ -581,3 +590,56 @@ def test_masked_softmax_and_qkv_rescale_match_the_cpu():
     bias = torch.randn(24, generator=g)
     check_native(lambda a, b: torch._transform_bias_rescale_qkv(a, b, 2), qkv, bias,
                  atol=1e-6, rtol=1e-6)
+
+
+def test_zero_gradients_are_made_on_the_device():
+    # Backward formulas whose gradient is zero (sgn, sign, round, floor,
+    # ceil, trunc of real tensors) make it with _efficientzerotensor, which
+    # ran on the CPU and was copied over: an empty tpu tensor reads as zeros.
+    for fn in (torch.sgn, torch.sign, torch.round, torch.floor, torch.ceil, torch.trunc):
+        x = torch.randn(3, 5, device="tpu", requires_grad=True)
+        tpuc.fallback_reset()
+        (fn(x) * 2 + x).sum().backward()
+        assert tpuc.fallback_report() == {}, (fn, tpuc.fallback_report())
+        assert torch.equal(x.grad.cpu(), torch.ones(3, 5)), fn
+    z = torch.ops.aten._efficientzerotensor([2, 3], dtype=torch.bfloat16, device="tpu")
+    assert z.device.type == "tpu" and z.dtype == torch.bfloat16 and z.shape == (2, 3)
+    assert torch.equal(z.cpu(), torch.zeros(2, 3, dtype=torch.bfloat16))
+
+
+@pytest.mark.parametrize("p", [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, float("inf")])
+def test_cdist_and_pdist_backward_are_native(p):
+    # cdist's and pdist's gradients (metric learning, nearest-neighbour losses) ran on
+    # the CPU. Each p the CPU treats apart, equal rows (distance 0), equal
+    # coordinates (diff 0, which p < 1 zeroes) and ties of the largest
+    # coordinate (p = inf), batched; x2's gradient swaps the arguments.
+    g = torch.Generator().manual_seed(1)
+    x1 = torch.randn(2, 5, 3, generator=g, dtype=torch.float64)
+    x2 = torch.randn(2, 4, 3, generator=g, dtype=torch.float64)
+    x2[0, 1] = x1[0, 2]            # a pair at distance 0
+    x2[1, 0, 0] = x1[1, 3, 0]      # one equal coordinate
+    x2[1, 2] = x1[1, 1] + torch.tensor([0.5, -0.5, 0.25], dtype=torch.float64)  # tied max
+    check_grads(lambda a, b: torch.cdist(a, b, p=p, compute_mode="donot_use_mm_for_euclid_dist"),
+                x1, x2, atol=1e-10, rtol=1e-10)
+    # pdist's gradient (pairs i < j of one set): the same forms
+    x = torch.randn(6, 3, generator=g, dtype=torch.float64)
+    x[4] = x[1]
+    x[5, 0] = x[2, 0]
+    check_grads(lambda a: F.pdist(a, p=p), x, atol=1e-10, rtol=1e-10)
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic"])
+def test_antialiased_interpolate_is_native(mode):
+    # F.interpolate(antialias=True) (torchvision's Resize on tensors) ran on
+    # the CPU. Down- and upscaling, a size kept, a dim of 1, align_corners,
+    # forward and backward, against the CPU (its weights are reproduced:
+    # float64 to 1e-14).
+    g = torch.Generator().manual_seed(2)
+    for dtype, tol in ((torch.float32, 1e-5), (torch.float64, 1e-13)):
+        for (ih, iw, oh, ow) in [(17, 23, 5, 9), (8, 8, 16, 3), (64, 48, 24, 30), (5, 5, 5, 5),
+                                 (1, 7, 3, 2)]:
+            for align in (False, True):
+                x = torch.randn(2, 3, ih, iw, generator=g, dtype=dtype)
+                check_grads(lambda a: F.interpolate(a, size=(oh, ow), mode=mode, antialias=True,
+                                                    align_corners=align),
+                            x, atol=tol, rtol=tol)

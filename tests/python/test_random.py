@@ -120,3 +120,80 @@ def test_bad_arguments_match_cpu():
             torch.empty(3, dtype=torch.long, device=dev).random_(5, 2)
         with pytest.raises(RuntimeError):
             torch.native_dropout(torch.ones(3, device=dev), 1.5, True)
+
+
+def _ks(a, b):
+    """Two-sample Kolmogorov-Smirnov statistic."""
+    both = torch.cat([a, b]).sort().values
+    cdf = lambda x: torch.searchsorted(x.sort().values, both, right=True).double() / x.numel()
+    return (cdf(a) - cdf(b)).abs().max().item()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_gamma_samples_follow_the_cpus_distribution(native_only, dtype):
+    # torch.distributions' Gamma, Beta and Dirichlet sample through
+    # _standard_gamma (Marsaglia-Tsang, rejections repeated in a loop on the
+    # device), which ran on the CPU. 20,000 draws per alpha against the
+    # CPU's: KS statistic under 0.0195 (the 0.1 % critical value), the
+    # boost below alpha 1 included.
+    n = 20000
+    for alpha in (0.3, 1.0, 2.5, 10.0):
+        a = torch.full((n,), alpha, dtype=dtype)
+        torch.manual_seed(7)
+        s = torch._standard_gamma(a.to("tpu")).cpu()
+        assert s.dtype == dtype and bool((s > 0).all())
+        assert _ks(s.double(), torch._standard_gamma(a).double()) < 0.0195, alpha
+        assert abs(s.double().mean().item() - alpha) < 5 * (alpha / n) ** 0.5
+    # the same seed, the same samples; edge values as the CPU's formula
+    # gives them (alpha 0: the smallest normal number); a NaN or negative
+    # alpha never accepts: NaN
+    torch.tpu.manual_seed(3)
+    a = torch.tensor([0.0, 1e-3, 2.0, float("inf"), float("nan"), -1.0], dtype=dtype, device="tpu")
+    x = torch._standard_gamma(a).cpu()
+    torch.tpu.manual_seed(3)
+    torch.testing.assert_close(x, torch._standard_gamma(a).cpu(), rtol=0, atol=0, equal_nan=True)
+    assert x[0].item() == torch.finfo(dtype).tiny and 0 < x[1].item() < 1e-3
+    assert x[3].item() == float("inf") and x[4:].isnan().all()
+
+
+def test_half_gamma_and_dirichlet(native_only):
+    # Half dtypes (the CPU has none: CUDA's set), computed in float.
+    for dt in (torch.float16, torch.bfloat16):
+        s = torch._standard_gamma(torch.full((20000,), 2.5, dtype=dt, device="tpu")).float().cpu()
+        assert abs(s.mean().item() - 2.5) < 0.06 and abs(s.var().item() - 2.5) < 0.25
+    torch.manual_seed(0)
+    for dt in (torch.float32, torch.float64):
+        a = torch.tensor([[0.5, 2.0, 7.0]] * 20000, dtype=dt)
+        s = torch._sample_dirichlet(a.to("tpu")).cpu()
+        r = torch._sample_dirichlet(a)
+        assert s.dtype == dt and bool(((s > 0) & (s < 1)).all())
+        torch.testing.assert_close(s.sum(-1), torch.ones(20000, dtype=dt))
+        for k in range(3):
+            assert _ks(s[:, k].double(), r[:, k].double()) < 0.0195, k
+    # The distributions draw with no fallback.
+    d = torch.distributions
+    beta = d.Beta(torch.tensor([2.0], device="tpu"), torch.tensor([3.0], device="tpu")).sample((5000,))
+    assert abs(beta.mean().item() - 0.4) < 0.03
+    dirichlet = d.Dirichlet(torch.tensor([1.0, 2.0, 3.0], device="tpu")).sample((5000,))
+    torch.testing.assert_close(dirichlet.mean(0).cpu(), torch.tensor([1 / 6, 2 / 6, 3 / 6]), atol=0.02, rtol=0)
+    gamma = d.Gamma(torch.tensor([3.0], device="tpu"), torch.tensor([2.0], device="tpu")).sample((5000,))
+    assert abs(gamma.mean().item() - 1.5) < 0.06
+
+
+def test_randperm_is_native(native_only):
+    # torch.randperm(n, device="tpu") (shuffling, mixup) ran on the CPU: the
+    # order of random 64-bit keys, every dtype the out= write casts to, the
+    # same seed the same permutation, and each position equally likely.
+    for n in (0, 1, 5, 1000):
+        for dt in (torch.int64, torch.int32, torch.float32):
+            p = torch.randperm(n, device="tpu", dtype=dt).cpu()
+            assert p.dtype == dt and torch.equal(p.sort().values, torch.arange(n, dtype=dt))
+    torch.manual_seed(4)
+    a = torch.randperm(50, device="tpu").cpu()
+    torch.manual_seed(4)
+    assert torch.equal(a, torch.randperm(50, device="tpu").cpu())
+    assert not torch.equal(a, torch.randperm(50, device="tpu").cpu())
+    first = torch.stack([torch.randperm(4, device="tpu") for _ in range(2000)]).cpu()[:, 0]
+    counts = torch.bincount(first, minlength=4).double()
+    chi2 = ((counts - 500) ** 2 / 500).sum().item()
+    assert chi2 < 16.3, counts  # 3 degrees of freedom, p = 0.001
