@@ -344,10 +344,14 @@ namespace {
 void note_fallback(const std::string& name) {
   tpuc_fallback_mode mode;
   check(tpuc_fallback_get_mode(&mode));
+  // An op with a lowering gets here for the arguments it does not take
+  // (or that the CPU must judge: an index out of range, say).
+  const char* what = tpuc_op_find(name.c_str()) >= 0
+                         ? " has no native lowering for these arguments"
+                         : " has no native lowering yet";
   TORCH_CHECK_NOT_IMPLEMENTED(
-      mode != TPUC_FALLBACK_ERROR, "'", name,
-      "' has no native tpu lowering, and TPUC_FALLBACK=error forbids running "
-      "it on the CPU");
+      mode != TPUC_FALLBACK_ERROR, "'", name, "'", what,
+      " on tpu, and TPUC_FALLBACK=error forbids running it on the CPU");
   bool first = false;
   check(tpuc_fallback_record(name.c_str(), &first));
   // Inside a torch.compile capture the CPU's result would be a constant
@@ -355,8 +359,8 @@ void note_fallback(const std::string& name) {
   std::string why = "'" + name + "' has no native lowering and runs on the CPU";
   tpuc_graph_capture_break(client(), why.c_str());
   if (first && mode == TPUC_FALLBACK_WARN)
-    TORCH_WARN("tpu: '", name,
-               "' has no native lowering yet and runs on the CPU (inputs "
+    TORCH_WARN("tpu: '", name, "'", what,
+               " and runs on the CPU (inputs "
                "copied to the host, results copied back). "
                "tpuc.fallback_report() counts these; TPUC_FALLBACK=error "
                "makes them raise.");

@@ -4795,6 +4795,80 @@ static tpuc_status* lower_dist(op_ctx* c, int cdist) {
   return e.st;
 }
 
+/* embedding_renorm_(self [N, D], indices, max_norm, norm_type): every row
+ * that an index names and whose norm exceeds max_norm is scaled by
+ * max_norm / (norm + 1e-7), as the CPU does row by row: the norm in the
+ * accumulation dtype rounded to self's dtype (the CPU's `row.norm()`),
+ * the factor in double, rounded to self's dtype (the scalar operand of
+ * `row *= scale`) and applied in the accumulation dtype. Rows no index names, or within the bound, are multiplied by
+ * exactly 1 (the same bits). An index out of range lets the CPU raise. */
+static tpuc_status* lower_embedding_renorm(op_ctx* c, int param) {
+  (void)param;
+  if (!op_is_tensor(c, 0) || !op_is_tensor(c, 1) || !op_is_value(c, 2) ||
+      !op_is_value(c, 3))
+    return op_unimpl("unexpected arguments");
+  const tpuc_hlo_type *t = &c->types[0], *it = &c->types[1];
+  tpuc_dtype dt = t->dtype, at = op_accumulation_dtype(dt);
+  if (!tpuc_dtype_is_float(dt) || t->rank != 2 ||
+      (it->dtype != TPUC_DTYPE_S64 && it->dtype != TPUC_DTYPE_S32))
+    return op_unimpl("embedding_renorm_: arguments the CPU refuses");
+  int64_t N = t->dims[0], D = t->dims[1], n = tpuc_hlo_type_num_elements(it);
+  c->nouts = 1;
+  if (n == 0 || N == 0 || D == 0) {
+    if (n > 0) return op_unimpl("embedding_renorm_: no rows (CPU raises)");
+    c->outs[0] = c->vals[0];
+    return NULL;
+  }
+  tpuc_hlo_type rt = tpuc_hlo_type_make(at, (int64_t[]){N}, 1);
+  tpuc_hlo_type xt = tpuc_hlo_type_make(at, t->dims, 2);
+  tpuc_hlo_type ft = tpuc_hlo_type_make(TPUC_DTYPE_F64, (int64_t[]){N}, 1);
+  tpuc_hlo_type nt = tpuc_hlo_type_make(TPUC_DTYPE_S64, &n, 1);
+  em e = em_make(c, at, &xt), er = em_make(c, at, &rt);
+  em ef = em_make(c, TPUC_DTYPE_F64, &ft), ei = em_make(c, TPUC_DTYPE_S64, &nt);
+  V p = -1, mx = -1;
+  TRY(op_scalar(c, 3, TPUC_DTYPE_F64, NULL, &p));
+  TRY(op_scalar(c, 2, TPUC_DTYPE_F64, &ft, &mx));
+  V idx = e_cvt(&ei, e_reshape(&ei, c->vals[1], &n, 1), TPUC_DTYPE_S64);
+  V bad = e_or(&ei, e_cmp(&ei, TPUC_HLO_LT, idx, e_k(&ei, 0.0)),
+               e_cmp(&ei, TPUC_HLO_GE, idx, e_k(&ei, (double)N)));
+  TRY(ei.st);
+  TRY(op_any_true(c, bad, &c->check));
+  c->has_check = true;
+  c->check_code = TPUC_UNIMPLEMENTED; /* the CPU raises its IndexError */
+  c->check_msg = "embedding_renorm_: index out of range";
+  /* named rows: a count per row (out-of-range indices add nothing) */
+  tpuc_hlo_type ot = tpuc_hlo_type_make(at, &n, 1);
+  em eo = em_make(c, at, &ot);
+  V named = e_cmp(&er, TPUC_HLO_GT, e_put_add(&eo, e_k(&eo, 1.0), 0, idx, N),
+                  e_k(&er, 0.0));
+  /* the norms: p = -inf is the smallest magnitude, the rest as pdist's */
+  V x = e_cvt(&e, c->vals[0], at);
+  V norm = dist_reduce(&e, x, &xt, p);
+  {
+    int64_t last = 1;
+    V a = e_abs(&e, x), init = e_k0(&e, at, INFINITY), lo = -1;
+    tpuc_hlo_fn* mb = NULL;
+    if (e.st == NULL)
+      e.st = tpuc_hlo_region_binary(c->module, at, TPUC_HLO_MIN, &mb);
+    if (e.st == NULL)
+      e.st = tpuc_hlo_reduce(c->fn, &a, &init, 1, &last, 1, mb, &lo);
+    V pf = e_bcast(&ef, p, ft.dims, 1, NULL);
+    norm = e_sel(&er, e_cmp(&ef, TPUC_HLO_EQ, pf, e_k(&ef, -INFINITY)), lo,
+                 norm);
+  }
+  V nf = e_cvt(&ef, e_cvt(&er, norm, dt), TPUC_DTYPE_F64);
+  V scale = e_div(&ef, mx, e_add(&ef, nf, e_k(&ef, 1e-7)));
+  V big = e_and(&ef, named, e_cmp(&ef, TPUC_HLO_GT, nf, mx));
+  V s = e_sel(&er, big, e_cvt(&er, e_cvt(&ef, scale, dt), at), e_k(&er, 1.0));
+  int64_t m0 = 0;
+  V r = e_mul(&e, x, e_bcast(&e, s, xt.dims, 2, &m0));
+  c->outs[0] = e_cvt(&e, r, dt);
+  e_join(&e, &er);
+  e_join(&e, &ef);
+  e_join(&e, &eo);
+  return e.st;
+}
+
 /* ---------------------------------------------------------------------- */
 /* multi_margin_loss(self, target, p, margin, weight, reduction) and its
  * backward (grad_output, self, target, p, margin, weight, reduction):
@@ -5353,6 +5427,9 @@ const op_entry op_table_nn[] = {
     {"aten::_cdist_forward", lower_dist, 1},
     {"aten::_cdist_forward.out", lower_dist, 1},
     {"aten::_cdist_backward", lower_cdist_bw, 0},
+    {"aten::embedding_renorm_", lower_embedding_renorm, 0},
+    {"aten::embedding_renorm", lower_embedding_renorm, 0},
+    {"aten::embedding_renorm.out", lower_embedding_renorm, 0},
     {"aten::_pdist_backward", lower_pdist_bw, 0},
     {"aten::_pdist_backward.out", lower_pdist_bw, 0},
     {"aten::_cdist_backward.out", lower_cdist_bw, 0},

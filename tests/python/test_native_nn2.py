@@ -643,3 +643,69 @@ def test_antialiased_interpolate_is_native(mode):
                 check_grads(lambda a: F.interpolate(a, size=(oh, ow), mode=mode, antialias=True,
                                                     align_corners=align),
                             x, atol=tol, rtol=tol)
+
+
+@pytest.mark.parametrize("dtype", FLOAT)
+def test_embedding_renorm_is_native(dtype):
+    # nn.Embedding(max_norm=...) renormalizes the looked-up rows in place
+    # before each lookup (embedding_renorm_); it ran on the CPU. Every
+    # norm the CPU takes (0, 1, 2, p, inf, -inf), duplicate indices, int32
+    # indices: the same bits as the CPU (norm rounded to the dtype, the
+    # factor rounded to it as a scalar operand), rows no index names and
+    # rows within the bound untouched.
+    g = torch.Generator().manual_seed(3)
+    for p in (2.0, 1.0, 3.0, 0.5, 0.0, float("inf"), float("-inf")):
+        for itype in (torch.int64, torch.int32):
+            w = (torch.randn(12, 7, generator=g) * 3).to(dtype)
+            idx = torch.tensor([[1, 3, 3], [9, 0, 1]], dtype=itype)
+            wc, wt = w.clone(), tpu(w)
+            tpuc.fallback_reset()
+            r = torch.embedding_renorm_(wt, tpu(idx), 2.5, p)
+            assert tpuc.fallback_report() == {}, tpuc.fallback_report()
+            assert r is wt
+            torch.embedding_renorm_(wc, idx, 2.5, p)
+            if dtype in HALF:
+                assert torch.equal(wt.cpu(), wc), (p, itype)
+            else:  # the norm's sum may round its last bit another way
+                torch.testing.assert_close(wt.cpu(), wc, rtol=4e-7 if dtype == torch.float32
+                                           else 1e-15, atol=0)
+            named = torch.zeros(12, dtype=torch.bool)
+            named[idx.flatten().long()] = True
+            assert torch.equal(wt.cpu()[~named], w[~named])
+    # through nn.Embedding, forward and backward, against the CPU
+    torch.manual_seed(0)
+    ref = torch.nn.Embedding(20, 8, max_norm=1.5, norm_type=2.0).to(dtype)
+    dev = torch.nn.Embedding(20, 8, max_norm=1.5, norm_type=2.0).to(dtype)
+    dev.load_state_dict(ref.state_dict())
+    dev = dev.to("tpu")
+    x = torch.tensor([[0, 4, 4, 19], [7, 0, 2, 3]])
+    tpuc.fallback_reset()
+    out = dev(tpu(x))
+    out.float().sum().backward()
+    assert tpuc.fallback_report() == {}, tpuc.fallback_report()
+    rout = ref(x)
+    rout.float().sum().backward()
+    close(out, rout, **tol_of(dtype))
+    close(dev.weight, ref.weight.detach(), **tol_of(dtype))
+    close(dev.weight.grad, ref.weight.grad, **tol_of(dtype))
+
+
+def test_embedding_renorm_errors():
+    # An index out of range: PyTorch's IndexError (from the CPU), the
+    # weight unchanged and the device usable; a 1-D weight: its error.
+    w = torch.randn(5, 3)
+    wt = tpu(w)
+    with pytest.raises(IndexError, match="out of range"):
+        torch.embedding_renorm_(wt, tpu(torch.tensor([1, 7])), 1.0, 2.0)
+    assert torch.equal(wt.cpu(), w)
+    # a negative index names a row from the end, as on the CPU
+    wc = w.clone()
+    torch.embedding_renorm_(wt, tpu(torch.tensor([-1])), 0.25, 2.0)
+    torch.embedding_renorm_(wc, torch.tensor([-1]), 0.25, 2.0)
+    assert torch.equal(wt.cpu(), wc)
+    w = wc
+    with pytest.raises(RuntimeError):
+        torch.embedding_renorm_(tpu(torch.randn(5)), tpu(torch.tensor([1])), 1.0, 2.0)
+    torch.embedding_renorm_(wt, tpu(torch.tensor([0, 4])), 0.5, 2.0)
+    # row 4 is within the bound since the call above
+    assert torch.allclose(wt.cpu().norm(dim=1)[[0, 4]], torch.tensor([0.5, 0.25]), atol=1e-6)
