@@ -1498,6 +1498,90 @@ static tpuc_status* lower_special_zeta(op_ctx* c, int param) {
   return em_done(e);
 }
 
+
+/* _standard_gamma_grad(alpha, x): d x / d alpha of a Gamma(alpha, 1)
+ * sample x at fixed CDF (Gamma.rsample's gradient), by the CPU's three
+ * approximations, in double as the CPU computes it for float too: a
+ * Taylor series of the CDF for x < 0.8; for alpha > 8 Rice's saddle-point
+ * expansion (a polynomial near x = alpha, where the expansion is
+ * singular); else a bivariate rational fit in log(x / alpha) and
+ * log(alpha). The CPU's float literals (0.8f, 0.9f, 1.1f) bound the
+ * regions at their float values. A NaN from the series gives 0, as
+ * on the CPU. */
+static tpuc_status* lower_standard_gamma_grad(op_ctx* c, int param) {
+  (void)param;
+  if (!op_is_tensor(c, 0) || !op_is_tensor(c, 1))
+    return op_unimpl("unexpected arguments");
+  int which[2] = {0, 1};
+  tpuc_dtype rt = c->types[0].dtype;
+  if ((rt != TPUC_DTYPE_F32 && rt != TPUC_DTYPE_F64) ||
+      c->types[1].dtype != rt)
+    return op_unimpl("_standard_gamma_grad: dtypes the CPU refuses");
+  tpuc_hlo_type shape;
+  TRY(op_broadcast_shape(c, which, 2, &shape));
+  shape.dtype = TPUC_DTYPE_F64;
+  V a, x;
+  TRY(op_operand(c, 0, TPUC_DTYPE_F64, &shape, &a));
+  TRY(op_operand(c, 1, TPUC_DTYPE_F64, &shape, &x));
+  em ee = em_of(c), *e = &ee;
+  V one = K(x, 1);
+  /* x < 0.8: the series of the lower incomplete gamma function */
+  V numer = one, denom = a;
+  V s1 = DIV(one, denom), s2 = DIV(one, MUL(denom, denom));
+  for (int i = 1; i <= 5; i++) {
+    numer = MUL(numer, DIV(NEG(x), K(x, (double)i)));
+    denom = ADD(denom, one);
+    s1 = ADD(s1, DIV(numer, denom));
+    s2 = ADD(s2, DIV(numer, MUL(denom, denom)));
+  }
+  V pxa = POW(x, a);
+  V pdf = MUL(POW(x, SUB(a, one)), EXP(NEG(x)));
+  V cdf = MUL(pxa, s1);
+  V dcdf = SUB(MUL(SUB(LOG(x), e_digamma(e, a)), cdf), MUL(pxa, s2));
+  V series = NEG(DIV(dcdf, pdf));
+  series = SEL(ISNAN(series), K(x, 0), series);
+  /* alpha > 8, x within [0.9 alpha, 1.1 alpha]: the polynomial */
+  V a2 = MUL(a, a);
+  V n1 = ADD(one, MUL(MUL(K(x, 24), a), ADD(one, MUL(K(x, 12), a))));
+  V n2 = ADD(MUL(K(x, 1440), a2),
+             MUL(MUL(K(x, 6), x), SUB(K(x, 53), MUL(K(x, 120), x))));
+  n2 = SUB(n2, DIV(MUL(MUL(K(x, 65), x), x), a));
+  n2 = ADD(n2, MUL(a, ADD(K(x, 107), MUL(K(x, 3600), x))));
+  V near = DIV(MUL(n1, n2), MUL(MUL(K(x, 1244160), a2), a2));
+  /* alpha > 8 elsewhere: the saddle-point expansion */
+  V den = SQRT(MUL(K(x, 8), a));
+  V amx = SUB(a, x);
+  V t2 = DIV(den, amx);
+  V lxa = LOG(DIV(x, a));
+  V t3 = POW(SUB(SUB(x, a), MUL(a, lxa)), K(x, -1.5));
+  V t23 = SEL(LT(x, a), SUB(t2, t3), ADD(t2, t3));
+  V t1 = SUB(MUL(lxa, t23), DIV(MUL(SQRT(DIV(K(x, 2), a)), ADD(a, x)),
+                                MUL(amx, amx)));
+  V stir = ADD(one, MUL(DIV(one, MUL(K(x, 12), a)),
+                        ADD(one, DIV(one, MUL(K(x, 24), a)))));
+  V saddle = NEG(DIV(MUL(stir, MUL(x, t1)), den));
+  /* the rational fit */
+  static const double C[3][8] = {
+      {0.16009398, -0.094634809, 0.025146376, -0.0030648343, 1, 0.32668115,
+       0.10406089, 0.0014179084},
+      {0.53487893, 0.1298071, 0.065735949, -0.0015649758, 0.16639465,
+       0.020070113, -0.0035938915, -0.00058392623},
+      {0.040121004, -0.0065914022, -0.0026286047, -0.0013441777, 0.017050642,
+       -0.0021309326, 0.00085092367, -1.5247877e-07}};
+  V u = lxa, v = LOG(a), cv[8];
+  for (int i = 0; i < 8; i++)
+    cv[i] = ADD(K(x, C[0][i]), MUL(u, ADD(K(x, C[1][i]), MUL(u, K(x, C[2][i])))));
+  V p = ADD(cv[0], MUL(v, ADD(cv[1], MUL(v, ADD(cv[2], MUL(v, cv[3]))))));
+  V q = ADD(cv[4], MUL(v, ADD(cv[5], MUL(v, ADD(cv[6], MUL(v, cv[7]))))));
+  V fit = EXP(DIV(p, q));
+  V big = GT(a, K(a, (double)8.0f));
+  V mid = AND(LE(MUL(K(a, (double)0.9f), a), x), LE(x, MUL(K(a, (double)1.1f), a)));
+  V r = SEL(big, SEL(mid, near, saddle), fit);
+  r = SEL(LT(x, K(x, (double)0.8f)), series, r);
+  c->outs[0] = e_cvt(e, r, rt);
+  c->nouts = 1;
+  return em_done(e);
+}
 /* ------------------------------ misc pointwise --------------------------- */
 
 /* equal(self, other) -> bool: same shape and every element equal after
@@ -3318,6 +3402,8 @@ const op_entry op_table_special[] = {
     {"aten::lgamma.out", lower_special_unary, SU_LGAMMA},
     {"aten::lgamma_", lower_special_unary, SU_LGAMMA},
     {"aten::digamma", lower_special_unary, SU_DIGAMMA},
+    {"aten::_standard_gamma_grad", lower_standard_gamma_grad, 0},
+    {"aten::_standard_gamma_grad.out", lower_standard_gamma_grad, 0},
     {"aten::digamma.out", lower_special_unary, SU_DIGAMMA},
     {"aten::digamma_", lower_special_unary, SU_DIGAMMA},
     {"aten::polygamma", lower_polygamma, 0},
