@@ -1582,6 +1582,193 @@ static tpuc_status* lower_standard_gamma_grad(op_ctx* c, int param) {
   c->nouts = 1;
   return em_done(e);
 }
+
+/* digamma of v as the distributions' helper gives it: computed in
+ * double, returned in v's dtype. */
+static V e_digamma_via64(em* e, V v) {
+  tpuc_dtype dt = e_type(e, v).dtype;
+  return e_cvt(e, e_digamma(e, e_cvt(e, v, TPUC_DTYPE_F64)), dt);
+}
+
+/* _dirichlet_grad(x, alpha, total): the gradient of a Beta(alpha, total -
+ * alpha) sample x with respect to alpha at fixed CDF, divided by (1 - x)
+ * (Beta.rsample's and Dirichlet.rsample's backward), by the CPU's four
+ * approximations: Taylor series in x (x near 0) or in 1 - x (x near 1),
+ * in x's dtype; Rice's saddle point (both parameters above 6) and a
+ * rational correction of an analytic approximation, in double. NaNs of
+ * the series give 0, as on the CPU. */
+static tpuc_status* lower_dirichlet_grad(op_ctx* c, int param) {
+  (void)param;
+  if (!op_is_tensor(c, 0) || !op_is_tensor(c, 1) || !op_is_tensor(c, 2))
+    return op_unimpl("unexpected arguments");
+  int which[3] = {0, 1, 2};
+  tpuc_dtype rt = c->types[0].dtype;
+  if ((rt != TPUC_DTYPE_F32 && rt != TPUC_DTYPE_F64) ||
+      c->types[1].dtype != rt || c->types[2].dtype != rt)
+    return op_unimpl("_dirichlet_grad: dtypes the CPU refuses");
+  tpuc_hlo_type shape;
+  TRY(op_broadcast_shape(c, which, 3, &shape));
+  shape.dtype = rt;
+  V x, al, tot;
+  TRY(op_operand(c, 0, rt, &shape, &x));
+  TRY(op_operand(c, 1, rt, &shape, &al));
+  TRY(op_operand(c, 2, rt, &shape, &tot));
+  em ee = em_of(c), *e = &ee;
+  const tpuc_dtype f64 = TPUC_DTYPE_F64;
+  V one = K(x, 1), zero = K(x, 0);
+  V beta = SUB(tot, al);
+  V boundary = MUL(MUL(tot, x), SUB(one, x));
+  /* x near 0: the series in x (the dtype's precision) */
+  V small;
+  {
+    V factor = SUB(SUB(e_digamma_via64(e, al),
+                       e_digamma_via64(e, ADD(al, beta))),
+                   LOG(x));
+    V numer = one;
+    V series = MUL(DIV(numer, al), ADD(factor, DIV(one, al)));
+    for (int i = 1; i <= 10; i++) {
+      V ci = K(x, (double)i);
+      numer = MUL(numer, DIV(MUL(SUB(ci, beta), x), ci));
+      V den = ADD(al, ci);
+      series = ADD(series, MUL(DIV(numer, den), ADD(factor, DIV(one, den))));
+    }
+    small = MUL(MUL(x, POW(SUB(one, x), NEG(beta))), series);
+    small = SEL(ISNAN(small), zero, small);
+  }
+  /* x near 1: minus the beta-gradient series at 1 - x, the parameters
+   * swapped */
+  V large;
+  {
+    V y = SUB(one, x), a2 = beta, b2 = al;
+    V factor = SUB(e_digamma_via64(e, ADD(a2, b2)), e_digamma_via64(e, b2));
+    V numer = one, betas = one, dbetas = zero, series = DIV(factor, a2);
+    for (int i = 1; i <= 8; i++) {
+      V ci = K(x, (double)i);
+      numer = MUL(numer, DIV(NEG(y), ci));
+      dbetas = ADD(MUL(dbetas, SUB(b2, ci)), betas);
+      betas = MUL(betas, SUB(b2, ci));
+      series = ADD(series, MUL(DIV(numer, ADD(a2, ci)),
+                               ADD(dbetas, MUL(factor, betas))));
+    }
+    V r = NEG(MUL(POW(SUB(one, y), SUB(one, b2)), series));
+    r = SEL(ISNAN(r), zero, r);
+    large = NEG(r);
+  }
+  /* both parameters large: the saddle point, in double */
+  V xd = e_cvt(e, x, f64), ad = e_cvt(e, al, f64), td = e_cvt(e, tot, f64);
+  V bd = SUB(td, ad);
+  V mid;
+  {
+    V o = K(xd, 1), tot2 = ADD(ad, bd);
+    V mean = DIV(ad, tot2);
+    V sd = DIV(SQRT(DIV(MUL(ad, bd), ADD(tot2, o))), tot2);
+    V b2 = MUL(bd, bd), omx = SUB(o, xd);
+    /* near the mean: a polynomial (the expansion is singular there) */
+    V poly = MUL(MUL(K(xd, 8), omx), SUB(MUL(K(xd, 135), bd), K(xd, 11)));
+    poly = MUL(ad, poly);
+    poly = MUL(ad, ADD(MUL(SUB(ADD(K(xd, 453), MUL(MUL(K(xd, 1620), bd), omx)),
+                               MUL(K(xd, 455), xd)),
+                           bd),
+                       poly));
+    poly = MUL(ad, ADD(MUL(MUL(K(xd, 3), SUB(ADD(K(xd, 59), MUL(K(xd, 180), bd)),
+                                             MUL(K(xd, 90), xd))),
+                           b2),
+                       poly));
+    poly = MUL(ad, ADD(MUL(MUL(ADD(K(xd, 43),
+                                   MUL(MUL(K(xd, 20),
+                                           ADD(K(xd, 16), MUL(K(xd, 27), bd))),
+                                       xd)),
+                               b2),
+                           bd),
+                       poly));
+    poly = ADD(MUL(MUL(MUL(K(xd, 47), xd), b2), b2), poly);
+    V pnum = DIV(MUL(ADD(o, MUL(K(xd, 12), ad)), ADD(o, MUL(K(xd, 12), bd))),
+                 MUL(tot2, tot2));
+    V pden = MUL(MUL(MUL(MUL(MUL(MUL(K(xd, 12960), ad), ad), ad), bd), bd),
+                 ADD(o, MUL(K(xd, 12), tot2)));
+    V near = DIV(MUL(DIV(pnum, omx), poly), pden);
+    /* elsewhere: the expansion */
+    V pref = DIV(NEG(xd), SQRT(DIV(MUL(MUL(K(xd, 2), ad), bd), tot2)));
+#define STIR(v) \
+  ADD(ADD(o, DIV(o, MUL(K(xd, 12), v))), DIV(o, MUL(MUL(K(xd, 288), v), v)))
+    V stir = DIV(MUL(STIR(ad), STIR(bd)), STIR(tot2));
+#undef STIR
+    V xm1 = SUB(xd, o);
+    V t1n = SUB(ADD(MUL(MUL(K(xd, 2), MUL(ad, ad)), xm1), MUL(MUL(ad, bd), xm1)),
+                MUL(xd, b2));
+    V axbx = ADD(MUL(ad, xm1), MUL(bd, xd));
+    V t1d = MUL(MUL(MUL(SQRT(DIV(MUL(K(xd, 2), ad), bd)), POW(tot2, K(xd, 1.5))),
+                    axbx),
+                axbx);
+    V t1 = DIV(t1n, t1d);
+    V t2 = MUL(K(xd, 0.5), LOG(DIV(ad, MUL(tot2, xd))));
+    V t3 = DIV(SQRT(DIV(MUL(MUL(K(xd, 8), ad), bd), tot2)),
+               ADD(MUL(bd, xd), MUL(ad, xm1)));
+    V t4b = ADD(MUL(bd, LOG(DIV(bd, MUL(tot2, omx)))),
+                MUL(ad, LOG(DIV(ad, MUL(tot2, xd)))));
+    V t4 = POW(t4b, K(xd, -1.5));
+    V t1234 = ADD(t1, MUL(t2, ADD(t3, SEL(LT(xd, mean), t4, NEG(t4)))));
+    V far = MUL(MUL(stir, pref), t1234);
+    V at_mean = AND(LE(SUB(mean, MUL(K(xd, 0.1), sd)), xd),
+                    LE(xd, ADD(mean, MUL(K(xd, 0.1), sd))));
+    mid = SEL(at_mean, near, far);
+  }
+  /* otherwise: the rational correction, in double */
+  V rational;
+  {
+    static const double C[2][3][3][4] = {
+        {{{1.003668233, -0.01061107488, -0.0657888334, 0.01201642863},
+          {0.6336835991, -0.3557432599, 0.05486251648, -0.001465281033},
+          {-0.03276231906, 0.004474107445, 0.002429354597, -0.0001557569013}},
+         {{0.221950385, -0.3187676331, 0.01799915743, 0.01074823814},
+          {-0.2951249643, 0.06219954479, 0.01535556598, 0.001550077057},
+          {0.02155310298, 0.004170831599, 0.001292462449, 6.976601077e-05}},
+         {{-0.05980841433, 0.008441916499, 0.01085618172, 0.002319392565},
+          {0.02911413504, 0.01400243777, -0.002721828457, 0.000751041181},
+          {0.005900514878, -0.001936558688, -9.495446725e-06,
+           5.385558597e-05}}},
+        {{{1, -0.02924021934, -0.04438342661, 0.007285809825},
+          {0.6357567472, -0.3473456711, 0.05454656494, -0.002407477521},
+          {-0.03301322327, 0.004845219414, 0.00231480583, -0.0002307248149}},
+         {{0.5925320577, -0.1757678135, 0.01505928619, 0.000564515273},
+          {0.1014815858, -0.06589186703, 0.01272886114, -0.0007316646956},
+          {-0.007258481865, 0.001096195486, 0.0003934994223, -4.12701925e-05}},
+         {{0.06469649321, -0.0236701437, 0.002902096474, -5.896963079e-05},
+          {0.001925008108, -0.002869809258, 0.0008000589141, -6.063713228e-05},
+          {-0.0003477407336, 6.959756487e-05, 1.097287507e-05,
+           -1.650964693e-06}}}};
+    V u = LOG(xd);
+    V a = SUB(LOG(ad), u);
+    V b = SUB(LOG(td), a);
+    V pu[3] = {K(xd, 1), u, MUL(u, u)}, pa[3] = {K(xd, 1), a, MUL(a, a)};
+    V p = K(xd, 0), q = K(xd, 0);
+    for (int i = 0; i < 3; i++)
+      for (int j = 0; j < 3; j++) {
+        V ua = MUL(pu[i], pa[j]);
+        const double* cp = C[0][i][j];
+        const double* cq = C[1][i][j];
+        p = ADD(p, MUL(ua, ADD(K(xd, cp[0]),
+                               MUL(b, ADD(K(xd, cp[1]),
+                                          MUL(b, ADD(K(xd, cp[2]),
+                                                     MUL(b, K(xd, cp[3])))))))));
+        q = ADD(q, MUL(ua, ADD(K(xd, cq[0]),
+                               MUL(b, ADD(K(xd, cq[1]),
+                                          MUL(b, ADD(K(xd, cq[2]),
+                                                     MUL(b, K(xd, cq[3])))))))));
+      }
+    /* the digammas in the dtype of x, as the CPU's helper returns them */
+    V dd = e_cvt(e, SUB(e_digamma_via64(e, tot), e_digamma_via64(e, al)), f64);
+    V approx = DIV(MUL(xd, dd), bd);
+    rational = MUL(DIV(p, q), approx);
+  }
+  V r = SEL(AND(GT(al, K(al, 6)), GT(beta, K(beta, 6))), e_cvt(e, mid, rt),
+            e_cvt(e, rational, rt));
+  r = SEL(AND(GE(x, K(x, 0.5)), LT(boundary, K(x, 0.75))), large, r);
+  r = SEL(AND(LE(x, K(x, 0.5)), LT(boundary, K(x, 2.5))), small, r);
+  c->outs[0] = r;
+  c->nouts = 1;
+  return em_done(e);
+}
 /* ------------------------------ misc pointwise --------------------------- */
 
 /* equal(self, other) -> bool: same shape and every element equal after
@@ -3403,6 +3590,8 @@ const op_entry op_table_special[] = {
     {"aten::lgamma_", lower_special_unary, SU_LGAMMA},
     {"aten::digamma", lower_special_unary, SU_DIGAMMA},
     {"aten::_standard_gamma_grad", lower_standard_gamma_grad, 0},
+    {"aten::_dirichlet_grad", lower_dirichlet_grad, 0},
+    {"aten::_dirichlet_grad.out", lower_dirichlet_grad, 0},
     {"aten::_standard_gamma_grad.out", lower_standard_gamma_grad, 0},
     {"aten::digamma.out", lower_special_unary, SU_DIGAMMA},
     {"aten::digamma_", lower_special_unary, SU_DIGAMMA},
