@@ -1499,6 +1499,29 @@ static tpuc_status* lower_special_zeta(op_ctx* c, int param) {
 }
 
 
+/* The n tensor arguments 0..n-1 of one float32 or float64 dtype (*rt;
+ * else UNIMPLEMENTED, the CPU says why), broadcast together and converted
+ * to `to` (0: keep *rt) into vals. */
+static tpuc_status* same_float_operands(op_ctx* c, int n, tpuc_dtype to,
+                                        const char* what, tpuc_dtype* rt,
+                                        V* vals) {
+  int which[4] = {0, 1, 2, 3};
+  for (int i = 0; i < n; i++)
+    if (!op_is_tensor(c, i)) return op_unimpl("unexpected arguments");
+  *rt = c->types[0].dtype;
+  for (int i = 0; i < n; i++)
+    if ((*rt != TPUC_DTYPE_F32 && *rt != TPUC_DTYPE_F64) ||
+        c->types[i].dtype != *rt)
+      return tpuc_status_make(TPUC_UNIMPLEMENTED, "%s: dtypes the CPU refuses",
+                              what);
+  if (to == 0) to = *rt;
+  tpuc_hlo_type shape;
+  TRY(op_broadcast_shape(c, which, (size_t)n, &shape));
+  shape.dtype = to;
+  for (int i = 0; i < n; i++) TRY(op_operand(c, i, to, &shape, &vals[i]));
+  return NULL;
+}
+
 /* _standard_gamma_grad(alpha, x): d x / d alpha of a Gamma(alpha, 1)
  * sample x at fixed CDF (Gamma.rsample's gradient), by the CPU's three
  * approximations, in double as the CPU computes it for float too: a
@@ -1510,19 +1533,11 @@ static tpuc_status* lower_special_zeta(op_ctx* c, int param) {
  * on the CPU. */
 static tpuc_status* lower_standard_gamma_grad(op_ctx* c, int param) {
   (void)param;
-  if (!op_is_tensor(c, 0) || !op_is_tensor(c, 1))
-    return op_unimpl("unexpected arguments");
-  int which[2] = {0, 1};
-  tpuc_dtype rt = c->types[0].dtype;
-  if ((rt != TPUC_DTYPE_F32 && rt != TPUC_DTYPE_F64) ||
-      c->types[1].dtype != rt)
-    return op_unimpl("_standard_gamma_grad: dtypes the CPU refuses");
-  tpuc_hlo_type shape;
-  TRY(op_broadcast_shape(c, which, 2, &shape));
-  shape.dtype = TPUC_DTYPE_F64;
-  V a, x;
-  TRY(op_operand(c, 0, TPUC_DTYPE_F64, &shape, &a));
-  TRY(op_operand(c, 1, TPUC_DTYPE_F64, &shape, &x));
+  tpuc_dtype rt;
+  V ops[2];
+  TRY(same_float_operands(c, 2, TPUC_DTYPE_F64, "_standard_gamma_grad", &rt,
+                          ops));
+  V a = ops[0], x = ops[1];
   em ee = em_of(c), *e = &ee;
   V one = K(x, 1);
   /* x < 0.8: the series of the lower incomplete gamma function */
@@ -1599,20 +1614,10 @@ static V e_digamma_via64(em* e, V v) {
  * the series give 0, as on the CPU. */
 static tpuc_status* lower_dirichlet_grad(op_ctx* c, int param) {
   (void)param;
-  if (!op_is_tensor(c, 0) || !op_is_tensor(c, 1) || !op_is_tensor(c, 2))
-    return op_unimpl("unexpected arguments");
-  int which[3] = {0, 1, 2};
-  tpuc_dtype rt = c->types[0].dtype;
-  if ((rt != TPUC_DTYPE_F32 && rt != TPUC_DTYPE_F64) ||
-      c->types[1].dtype != rt || c->types[2].dtype != rt)
-    return op_unimpl("_dirichlet_grad: dtypes the CPU refuses");
-  tpuc_hlo_type shape;
-  TRY(op_broadcast_shape(c, which, 3, &shape));
-  shape.dtype = rt;
-  V x, al, tot;
-  TRY(op_operand(c, 0, rt, &shape, &x));
-  TRY(op_operand(c, 1, rt, &shape, &al));
-  TRY(op_operand(c, 2, rt, &shape, &tot));
+  tpuc_dtype rt;
+  V ops[3];
+  TRY(same_float_operands(c, 3, 0, "_dirichlet_grad", &rt, ops));
+  V x = ops[0], al = ops[1], tot = ops[2];
   em ee = em_of(c), *e = &ee;
   const tpuc_dtype f64 = TPUC_DTYPE_F64;
   V one = K(x, 1), zero = K(x, 0);
