@@ -4800,8 +4800,9 @@ static tpuc_status* lower_dist(op_ctx* c, int cdist) {
  * max_norm / (norm + 1e-7), as the CPU does row by row: the norm in the
  * accumulation dtype rounded to self's dtype (the CPU's `row.norm()`),
  * the factor in double, rounded to self's dtype (the scalar operand of
- * `row *= scale`) and applied in the accumulation dtype. Rows no index names, or within the bound, are multiplied by
- * exactly 1 (the same bits). An index out of range lets the CPU raise. */
+ * `row *= scale`) and applied in the accumulation dtype. Rows no index
+ * names, or within the bound, are multiplied by exactly 1 (the same
+ * bits). An index out of range lets the CPU raise. */
 static tpuc_status* lower_embedding_renorm(op_ctx* c, int param) {
   (void)param;
   if (!op_is_tensor(c, 0) || !op_is_tensor(c, 1) || !op_is_value(c, 2) ||
