@@ -47,9 +47,10 @@ SKIPLIST = ROOT / "tests" / "upstream" / "skiplist.txt"
 
 # What runs: suite -> (folder under DIR, files, how the device is chosen).
 # The five files issue 17 names, then more architectures (encoders,
-# decoders with generation, encoder-decoder, vision, vision-text).
+# decoders with generation, encoder-decoders, vision, vision-text, speech).
 TRANSFORMERS_MODELS = ["bert", "gpt2", "llama", "t5", "vit",
-                       "distilbert", "roberta", "deberta_v2", "clip", "resnet", "mistral", "bart"]
+                       "distilbert", "roberta", "deberta_v2", "clip", "resnet", "mistral", "bart",
+                       "whisper"]
 SUITES = {
     "transformers": [f"tests/models/{m}/test_modeling_{m}.py" for m in TRANSFORMERS_MODELS],
     "pytorch": ["test/test_view_ops.py", "test/test_indexing.py", "test/test_shape_ops.py"],
