@@ -175,6 +175,8 @@ tpuc_status* op_take_along(tpuc_hlo_fn* fn, tpuc_hlo_value x,
                            tpuc_hlo_value idx, tpuc_hlo_value* out);
 /* Rank-0 i1: some element of the i1 value p is true. */
 tpuc_status* op_any_true(op_ctx* c, tpuc_hlo_value p, tpuc_hlo_value* out);
+/* log|Gamma(x)| of f64 x (special.c). */
+tpuc_status* op_lgamma_f64(op_ctx* c, tpuc_hlo_value x, tpuc_hlo_value* out);
 /* Random ops: `count` independent draws of uniform u32 (or u64) bits with
  * `shape`, from c->rng. */
 tpuc_status* op_random_bits(op_ctx* c, tpuc_dtype bits,

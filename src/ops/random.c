@@ -1073,6 +1073,191 @@ static tpuc_status* lower_standard_gamma(op_ctx* c, int param) {
   return at_least(c, r, least_normal(dt), &c->types[0], &c->outs[0]);
 }
 
+
+/* poisson(rates): the CPU's method, in f64: for a rate of 10 or more
+ * Hormann's transformed rejection (1993; two uniforms an attempt), below
+ * 10 Knuth's multiplication of uniforms until the product falls to
+ * exp(-rate) (as many rounds as the sample's value, plus one); a rate of 0
+ * gives 0. Every element steps in each round of a while loop until all
+ * are done; after POISSON_ROUNDS rounds what is not done is NaN (never
+ * seen: a rate below 10 reaches that only past a count of 127). A negative
+ * or NaN rate lets the CPU raise its error. */
+#define POISSON_ROUNDS 128
+#define POISSON_STATE 6 /* round, done, sample, product, rate, rng */
+
+static tpuc_status* poisson_cond(op_ctx* c, void* arg) {
+  (void)arg;
+  tpuc_hlo_value it, done, lim, more, left, any, r;
+  TRY(tpuc_hlo_get_arg(c->fn, 0, &it));
+  TRY(tpuc_hlo_get_arg(c->fn, 1, &done));
+  TRY(op_const(c, TPUC_DTYPE_S32, POISSON_ROUNDS, NULL, &lim));
+  TRY(tpuc_hlo_compare(c->fn, TPUC_HLO_LT, it, lim, &more));
+  TRY(tpuc_hlo_unary(c->fn, TPUC_HLO_NOT, done, &left));
+  TRY(op_any_true(c, left, &any));
+  TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_AND, more, any, &r));
+  return tpuc_hlo_return(c->fn, &r, 1);
+}
+
+typedef struct {
+  op_ctx* c;
+  const tpuc_hlo_type* t;
+  tpuc_status* st;
+} pe; /* a small emitter over f64 values of one shape */
+
+static tpuc_hlo_value pk(pe* e, double v) {
+  tpuc_hlo_value out = -1;
+  if (e->st == NULL) e->st = op_const(e->c, TPUC_DTYPE_F64, v, e->t, &out);
+  return out;
+}
+static tpuc_hlo_value pb(pe* e, tpuc_hlo_binary_op op, tpuc_hlo_value a,
+                         tpuc_hlo_value b) {
+  tpuc_hlo_value out = -1;
+  if (e->st == NULL) e->st = tpuc_hlo_binary(e->c->fn, op, a, b, &out);
+  return out;
+}
+static tpuc_hlo_value pu(pe* e, tpuc_hlo_unary_op op, tpuc_hlo_value a) {
+  tpuc_hlo_value out = -1;
+  if (e->st == NULL) e->st = tpuc_hlo_unary(e->c->fn, op, a, &out);
+  return out;
+}
+static tpuc_hlo_value pc(pe* e, tpuc_hlo_compare_dir dir, tpuc_hlo_value a,
+                         tpuc_hlo_value b) {
+  tpuc_hlo_value out = -1;
+  if (e->st == NULL) e->st = tpuc_hlo_compare(e->c->fn, dir, a, b, &out);
+  return out;
+}
+static tpuc_hlo_value ps(pe* e, tpuc_hlo_value p, tpuc_hlo_value a,
+                         tpuc_hlo_value b) {
+  tpuc_hlo_value out = -1;
+  if (e->st == NULL) e->st = tpuc_hlo_select(e->c->fn, p, a, b, &out);
+  return out;
+}
+
+static tpuc_status* poisson_body(op_ctx* c, void* arg) {
+  const tpuc_hlo_type* t = (const tpuc_hlo_type*)arg;
+  tpuc_hlo_value a[POISSON_STATE];
+  for (size_t i = 0; i < POISSON_STATE; i++)
+    TRY(tpuc_hlo_get_arg(c->fn, i, &a[i]));
+  tpuc_hlo_value it = a[0], done = a[1], res = a[2], prod = a[3], lam = a[4];
+  c->rng = a[5];
+  tpuc_hlo_value u1, v;
+  TRY(uniform01(c, t, TPUC_DTYPE_F64, &u1));
+  TRY(uniform01(c, t, TPUC_DTYPE_F64, &v));
+  pe E = {c, t, NULL}, *e = &E;
+  /* rate >= 10: one attempt of the transformed rejection */
+  tpuc_hlo_value slam = pu(e, TPUC_HLO_SQRT, lam);
+  tpuc_hlo_value loglam = pu(e, TPUC_HLO_LOG, lam);
+  tpuc_hlo_value b = pb(e, TPUC_HLO_ADD, pk(e, 0.931),
+                        pb(e, TPUC_HLO_MUL, pk(e, 2.53), slam));
+  tpuc_hlo_value aa = pb(e, TPUC_HLO_ADD, pk(e, -0.059),
+                         pb(e, TPUC_HLO_MUL, pk(e, 0.02483), b));
+  tpuc_hlo_value inva =
+      pb(e, TPUC_HLO_ADD, pk(e, 1.1239),
+         pb(e, TPUC_HLO_DIV, pk(e, 1.1328), pb(e, TPUC_HLO_SUB, b, pk(e, 3.4))));
+  tpuc_hlo_value vr =
+      pb(e, TPUC_HLO_SUB, pk(e, 0.9277),
+         pb(e, TPUC_HLO_DIV, pk(e, 3.6224), pb(e, TPUC_HLO_SUB, b, pk(e, 2))));
+  tpuc_hlo_value U = pb(e, TPUC_HLO_SUB, u1, pk(e, 0.5));
+  tpuc_hlo_value us = pb(e, TPUC_HLO_SUB, pk(e, 0.5), pu(e, TPUC_HLO_ABS, U));
+  tpuc_hlo_value k = pb(
+      e, TPUC_HLO_MUL,
+      pb(e, TPUC_HLO_ADD,
+         pb(e, TPUC_HLO_DIV, pb(e, TPUC_HLO_MUL, pk(e, 2), aa), us), b),
+      U);
+  k = pu(e, TPUC_HLO_FLOOR,
+         pb(e, TPUC_HLO_ADD, pb(e, TPUC_HLO_ADD, k, lam), pk(e, 0.43)));
+  tpuc_hlo_value quick = pb(e, TPUC_HLO_AND, pc(e, TPUC_HLO_GE, us, pk(e, 0.07)),
+                            pc(e, TPUC_HLO_LE, v, vr));
+  tpuc_hlo_value rej = pb(
+      e, TPUC_HLO_OR, pc(e, TPUC_HLO_LT, k, pk(e, 0)),
+      pb(e, TPUC_HLO_AND, pc(e, TPUC_HLO_LT, us, pk(e, 0.013)),
+         pc(e, TPUC_HLO_GT, v, us)));
+  tpuc_hlo_value lg = -1;
+  if (e->st == NULL)
+    e->st = op_lgamma_f64(c, pb(e, TPUC_HLO_ADD, k, pk(e, 1)), &lg);
+  tpuc_hlo_value lhs = pb(
+      e, TPUC_HLO_SUB,
+      pb(e, TPUC_HLO_ADD, pu(e, TPUC_HLO_LOG, v), pu(e, TPUC_HLO_LOG, inva)),
+      pu(e, TPUC_HLO_LOG,
+         pb(e, TPUC_HLO_ADD,
+            pb(e, TPUC_HLO_DIV, aa, pb(e, TPUC_HLO_MUL, us, us)), b)));
+  tpuc_hlo_value rhs = pb(
+      e, TPUC_HLO_SUB,
+      pb(e, TPUC_HLO_ADD, pu(e, TPUC_HLO_NEG, lam),
+         pb(e, TPUC_HLO_MUL, k, loglam)),
+      lg);
+  tpuc_hlo_value slow = pb(e, TPUC_HLO_AND, pu(e, TPUC_HLO_NOT, rej),
+                           pc(e, TPUC_HLO_LE, lhs, rhs));
+  tpuc_hlo_value big_ok = pb(e, TPUC_HLO_OR, quick, slow);
+  /* rate < 10: one more factor of the product */
+  tpuc_hlo_value enlam = pu(e, TPUC_HLO_EXP, pu(e, TPUC_HLO_NEG, lam));
+  tpuc_hlo_value prod2 = pb(e, TPUC_HLO_MUL, prod, u1);
+  tpuc_hlo_value more = pc(e, TPUC_HLO_GT, prod2, enlam);
+  tpuc_hlo_value big = pc(e, TPUC_HLO_GE, lam, pk(e, 10));
+  tpuc_hlo_value left = pu(e, TPUC_HLO_NOT, done);
+  /* the small branch counts in res while it goes on */
+  tpuc_hlo_value cnt =
+      ps(e, pb(e, TPUC_HLO_AND, left, more), pb(e, TPUC_HLO_ADD, res, pk(e, 1)),
+         res);
+  tpuc_hlo_value ok = ps(e, big, big_ok, pu(e, TPUC_HLO_NOT, more));
+  tpuc_hlo_value take = pb(e, TPUC_HLO_AND, left, ok);
+  res = ps(e, big, ps(e, take, k, res), cnt);
+  prod = ps(e, left, prod2, prod);
+  done = pb(e, TPUC_HLO_OR, done, ok);
+  TRY(e->st);
+  tpuc_hlo_value one;
+  TRY(op_const(c, TPUC_DTYPE_S32, 1, NULL, &one));
+  TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_ADD, it, one, &it));
+  tpuc_hlo_value r[POISSON_STATE] = {it, done, res, prod, lam, c->rng};
+  return tpuc_hlo_return(c->fn, r, POISSON_STATE);
+}
+
+static tpuc_status* lower_poisson(op_ctx* c, int param) {
+  (void)param;
+  if (!op_is_tensor(c, 0)) return op_unimpl("unexpected arguments");
+  tpuc_dtype dt = c->types[0].dtype;
+  if (!tpuc_dtype_is_float(dt)) return op_unimpl("poisson of this dtype");
+  tpuc_hlo_type t = c->types[0];
+  t.dtype = TPUC_DTYPE_F64;
+  if ((double)elements(&t) * 2.0 * POISSON_ROUNDS >= 4294967296.0)
+    return op_unimpl("poisson samples of more than 16 million elements");
+  if (c->rng < 0) return op_unimpl("random op without a generator state");
+  tpuc_hlo_value lam, zero, neg, bad;
+  TRY(tpuc_hlo_convert(c->fn, c->vals[0], TPUC_DTYPE_F64, &lam));
+  TRY(op_const(c, TPUC_DTYPE_F64, 0.0, &t, &zero));
+  /* rate < 0 or NaN: the CPU raises "invalid Poisson rate" */
+  TRY(tpuc_hlo_compare(c->fn, TPUC_HLO_GE, lam, zero, &neg));
+  TRY(tpuc_hlo_unary(c->fn, TPUC_HLO_NOT, neg, &neg));
+  TRY(op_any_true(c, neg, &bad));
+  c->has_check = true;
+  c->check = bad;
+  c->check_code = TPUC_UNIMPLEMENTED;
+  c->check_msg = "poisson: invalid rate (the CPU raises)";
+  tpuc_hlo_type bt = t;
+  bt.dtype = TPUC_DTYPE_PRED;
+  tpuc_hlo_type ts[POISSON_STATE] = {
+      tpuc_hlo_type_scalar(TPUC_DTYPE_S32), bt, t, t, t,
+      tpuc_hlo_type_make(TPUC_DTYPE_U64, (int64_t[]){2}, 1)};
+  tpuc_hlo_value init[POISSON_STATE], outs[POISSON_STATE];
+  TRY(op_const(c, TPUC_DTYPE_S32, 0, NULL, &init[0]));
+  TRY(tpuc_hlo_compare(c->fn, TPUC_HLO_EQ, lam, zero, &init[1])); /* 0: done */
+  init[2] = zero;
+  TRY(op_const(c, TPUC_DTYPE_F64, 1.0, &t, &init[3]));
+  init[4] = lam;
+  init[5] = c->rng;
+  tpuc_hlo_fn *cond, *body;
+  TRY(tpuc_hlo_region_create(c->module, ts, POISSON_STATE, &cond));
+  TRY(in_region(c, cond, poisson_cond, NULL));
+  TRY(tpuc_hlo_region_create(c->module, ts, POISSON_STATE, &body));
+  TRY(in_region(c, body, poisson_body, &t));
+  TRY(tpuc_hlo_while(c->fn, init, POISSON_STATE, cond, body, outs));
+  c->rng = outs[5];
+  tpuc_hlo_value nan, r;
+  TRY(op_const(c, TPUC_DTYPE_F64, NAN, &t, &nan));
+  TRY(tpuc_hlo_select(c->fn, outs[1], outs[2], nan, &r));
+  c->nouts = 1;
+  return tpuc_hlo_convert(c->fn, r, dt, &c->outs[0]);
+}
 /* _sample_dirichlet(alpha): gamma samples (at least the smallest normal
  * number) over their sum along the last dim, clamped to [the dtype's
  * smallest normal number, the float below 1], as CUDA computes it (in f32
@@ -1141,6 +1326,8 @@ const op_entry op_table_random[] = {
     {"aten::uniform_", lower_uniform, 0},
     {"aten::randperm.generator_out", lower_randperm, 0},
     {"aten::_standard_gamma", lower_standard_gamma, 0},
+    {"aten::poisson", lower_poisson, 0},
+    {"aten::poisson.out", lower_poisson, 0},
     {"aten::_standard_gamma.out", lower_standard_gamma, 0},
     {"aten::_sample_dirichlet", lower_sample_dirichlet, 0},
     {"aten::_sample_dirichlet.out", lower_sample_dirichlet, 0},

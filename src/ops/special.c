@@ -178,6 +178,14 @@ static V e_lgamma_f64(em* e, V x) {
   return SEL(ISNAN(x), x, res);
 }
 
+/* log|Gamma(x)| of an f64 value, for other files' lowerings (the Poisson
+ * sampler). */
+tpuc_status* op_lgamma_f64(op_ctx* c, tpuc_hlo_value x, tpuc_hlo_value* out) {
+  em ee = em_of(c), *e = &ee;
+  *out = e_lgamma_f64(e, x);
+  return em_done(e);
+}
+
 /* digamma as the CPU's calc_digamma, in x's dtype (f32 or f64): the
  * reflection term in f64, the upward recurrence to x >= 10, then the
  * asymptotic series. */
