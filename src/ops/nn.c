@@ -4854,8 +4854,8 @@ static tpuc_status* lower_embedding_renorm(op_ctx* c, int param) {
     if (e.st == NULL)
       e.st = tpuc_hlo_reduce(c->fn, &a, &init, 1, &last, 1, mb, &lo);
     V pf = e_bcast(&ef, p, ft.dims, 1, NULL);
-    norm = e_sel(&er, e_cmp(&ef, TPUC_HLO_EQ, pf, e_k(&ef, -INFINITY)), lo,
-                 norm);
+    norm =
+        e_sel(&er, e_cmp(&ef, TPUC_HLO_EQ, pf, e_k(&ef, -INFINITY)), lo, norm);
   }
   V nf = e_cvt(&ef, e_cvt(&er, norm, dt), TPUC_DTYPE_F64);
   V scale = e_div(&ef, mx, e_add(&ef, nf, e_k(&ef, 1e-7)));

@@ -1073,7 +1073,6 @@ static tpuc_status* lower_standard_gamma(op_ctx* c, int param) {
   return at_least(c, r, least_normal(dt), &c->types[0], &c->outs[0]);
 }
 
-
 /* poisson(rates): the CPU's method, in f64: for a rate of 10 or more
  * Hormann's transformed rejection (1993; two uniforms an attempt), below
  * 10 Knuth's multiplication of uniforms until the product falls to
@@ -1147,45 +1146,45 @@ static tpuc_status* poisson_body(op_ctx* c, void* arg) {
   /* rate >= 10: one attempt of the transformed rejection */
   tpuc_hlo_value slam = pu(e, TPUC_HLO_SQRT, lam);
   tpuc_hlo_value loglam = pu(e, TPUC_HLO_LOG, lam);
-  tpuc_hlo_value b = pb(e, TPUC_HLO_ADD, pk(e, 0.931),
-                        pb(e, TPUC_HLO_MUL, pk(e, 2.53), slam));
+  tpuc_hlo_value b =
+      pb(e, TPUC_HLO_ADD, pk(e, 0.931), pb(e, TPUC_HLO_MUL, pk(e, 2.53), slam));
   tpuc_hlo_value aa = pb(e, TPUC_HLO_ADD, pk(e, -0.059),
                          pb(e, TPUC_HLO_MUL, pk(e, 0.02483), b));
-  tpuc_hlo_value inva =
-      pb(e, TPUC_HLO_ADD, pk(e, 1.1239),
-         pb(e, TPUC_HLO_DIV, pk(e, 1.1328), pb(e, TPUC_HLO_SUB, b, pk(e, 3.4))));
+  tpuc_hlo_value inva = pb(
+      e, TPUC_HLO_ADD, pk(e, 1.1239),
+      pb(e, TPUC_HLO_DIV, pk(e, 1.1328), pb(e, TPUC_HLO_SUB, b, pk(e, 3.4))));
   tpuc_hlo_value vr =
       pb(e, TPUC_HLO_SUB, pk(e, 0.9277),
          pb(e, TPUC_HLO_DIV, pk(e, 3.6224), pb(e, TPUC_HLO_SUB, b, pk(e, 2))));
   tpuc_hlo_value U = pb(e, TPUC_HLO_SUB, u1, pk(e, 0.5));
   tpuc_hlo_value us = pb(e, TPUC_HLO_SUB, pk(e, 0.5), pu(e, TPUC_HLO_ABS, U));
-  tpuc_hlo_value k = pb(
-      e, TPUC_HLO_MUL,
-      pb(e, TPUC_HLO_ADD,
-         pb(e, TPUC_HLO_DIV, pb(e, TPUC_HLO_MUL, pk(e, 2), aa), us), b),
-      U);
+  tpuc_hlo_value k =
+      pb(e, TPUC_HLO_MUL,
+         pb(e, TPUC_HLO_ADD,
+            pb(e, TPUC_HLO_DIV, pb(e, TPUC_HLO_MUL, pk(e, 2), aa), us), b),
+         U);
   k = pu(e, TPUC_HLO_FLOOR,
          pb(e, TPUC_HLO_ADD, pb(e, TPUC_HLO_ADD, k, lam), pk(e, 0.43)));
-  tpuc_hlo_value quick = pb(e, TPUC_HLO_AND, pc(e, TPUC_HLO_GE, us, pk(e, 0.07)),
-                            pc(e, TPUC_HLO_LE, v, vr));
-  tpuc_hlo_value rej = pb(
-      e, TPUC_HLO_OR, pc(e, TPUC_HLO_LT, k, pk(e, 0)),
-      pb(e, TPUC_HLO_AND, pc(e, TPUC_HLO_LT, us, pk(e, 0.013)),
-         pc(e, TPUC_HLO_GT, v, us)));
+  tpuc_hlo_value quick =
+      pb(e, TPUC_HLO_AND, pc(e, TPUC_HLO_GE, us, pk(e, 0.07)),
+         pc(e, TPUC_HLO_LE, v, vr));
+  tpuc_hlo_value rej =
+      pb(e, TPUC_HLO_OR, pc(e, TPUC_HLO_LT, k, pk(e, 0)),
+         pb(e, TPUC_HLO_AND, pc(e, TPUC_HLO_LT, us, pk(e, 0.013)),
+            pc(e, TPUC_HLO_GT, v, us)));
   tpuc_hlo_value lg = -1;
   if (e->st == NULL)
     e->st = op_lgamma_f64(c, pb(e, TPUC_HLO_ADD, k, pk(e, 1)), &lg);
-  tpuc_hlo_value lhs = pb(
-      e, TPUC_HLO_SUB,
-      pb(e, TPUC_HLO_ADD, pu(e, TPUC_HLO_LOG, v), pu(e, TPUC_HLO_LOG, inva)),
-      pu(e, TPUC_HLO_LOG,
-         pb(e, TPUC_HLO_ADD,
-            pb(e, TPUC_HLO_DIV, aa, pb(e, TPUC_HLO_MUL, us, us)), b)));
-  tpuc_hlo_value rhs = pb(
-      e, TPUC_HLO_SUB,
-      pb(e, TPUC_HLO_ADD, pu(e, TPUC_HLO_NEG, lam),
-         pb(e, TPUC_HLO_MUL, k, loglam)),
-      lg);
+  tpuc_hlo_value lhs =
+      pb(e, TPUC_HLO_SUB,
+         pb(e, TPUC_HLO_ADD, pu(e, TPUC_HLO_LOG, v), pu(e, TPUC_HLO_LOG, inva)),
+         pu(e, TPUC_HLO_LOG,
+            pb(e, TPUC_HLO_ADD,
+               pb(e, TPUC_HLO_DIV, aa, pb(e, TPUC_HLO_MUL, us, us)), b)));
+  tpuc_hlo_value rhs = pb(e, TPUC_HLO_SUB,
+                          pb(e, TPUC_HLO_ADD, pu(e, TPUC_HLO_NEG, lam),
+                             pb(e, TPUC_HLO_MUL, k, loglam)),
+                          lg);
   tpuc_hlo_value slow = pb(e, TPUC_HLO_AND, pu(e, TPUC_HLO_NOT, rej),
                            pc(e, TPUC_HLO_LE, lhs, rhs));
   tpuc_hlo_value big_ok = pb(e, TPUC_HLO_OR, quick, slow);
@@ -1196,9 +1195,8 @@ static tpuc_status* poisson_body(op_ctx* c, void* arg) {
   tpuc_hlo_value big = pc(e, TPUC_HLO_GE, lam, pk(e, 10));
   tpuc_hlo_value left = pu(e, TPUC_HLO_NOT, done);
   /* the small branch counts in res while it goes on */
-  tpuc_hlo_value cnt =
-      ps(e, pb(e, TPUC_HLO_AND, left, more), pb(e, TPUC_HLO_ADD, res, pk(e, 1)),
-         res);
+  tpuc_hlo_value cnt = ps(e, pb(e, TPUC_HLO_AND, left, more),
+                          pb(e, TPUC_HLO_ADD, res, pk(e, 1)), res);
   tpuc_hlo_value ok = ps(e, big, big_ok, pu(e, TPUC_HLO_NOT, more));
   tpuc_hlo_value take = pb(e, TPUC_HLO_AND, left, ok);
   res = ps(e, big, ps(e, take, k, res), cnt);
@@ -1236,7 +1234,11 @@ static tpuc_status* lower_poisson(op_ctx* c, int param) {
   tpuc_hlo_type bt = t;
   bt.dtype = TPUC_DTYPE_PRED;
   tpuc_hlo_type ts[POISSON_STATE] = {
-      tpuc_hlo_type_scalar(TPUC_DTYPE_S32), bt, t, t, t,
+      tpuc_hlo_type_scalar(TPUC_DTYPE_S32),
+      bt,
+      t,
+      t,
+      t,
       tpuc_hlo_type_make(TPUC_DTYPE_U64, (int64_t[]){2}, 1)};
   tpuc_hlo_value init[POISSON_STATE], outs[POISSON_STATE];
   TRY(op_const(c, TPUC_DTYPE_S32, 0, NULL, &init[0]));

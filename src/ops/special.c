@@ -1506,7 +1506,6 @@ static tpuc_status* lower_special_zeta(op_ctx* c, int param) {
   return em_done(e);
 }
 
-
 /* The n tensor arguments 0..n-1 of one float32 or float64 dtype (*rt;
  * else UNIMPLEMENTED, the CPU says why), broadcast together and converted
  * to `to` (0: keep *rt) into vals. */
@@ -1578,8 +1577,8 @@ static tpuc_status* lower_standard_gamma_grad(op_ctx* c, int param) {
   V lxa = LOG(DIV(x, a));
   V t3 = POW(SUB(SUB(x, a), MUL(a, lxa)), K(x, -1.5));
   V t23 = SEL(LT(x, a), SUB(t2, t3), ADD(t2, t3));
-  V t1 = SUB(MUL(lxa, t23), DIV(MUL(SQRT(DIV(K(x, 2), a)), ADD(a, x)),
-                                MUL(amx, amx)));
+  V t1 = SUB(MUL(lxa, t23),
+             DIV(MUL(SQRT(DIV(K(x, 2), a)), ADD(a, x)), MUL(amx, amx)));
   V stir = ADD(one, MUL(DIV(one, MUL(K(x, 12), a)),
                         ADD(one, DIV(one, MUL(K(x, 24), a)))));
   V saddle = NEG(DIV(MUL(stir, MUL(x, t1)), den));
@@ -1593,12 +1592,14 @@ static tpuc_status* lower_standard_gamma_grad(op_ctx* c, int param) {
        -0.0021309326, 0.00085092367, -1.5247877e-07}};
   V u = lxa, v = LOG(a), cv[8];
   for (int i = 0; i < 8; i++)
-    cv[i] = ADD(K(x, C[0][i]), MUL(u, ADD(K(x, C[1][i]), MUL(u, K(x, C[2][i])))));
+    cv[i] =
+        ADD(K(x, C[0][i]), MUL(u, ADD(K(x, C[1][i]), MUL(u, K(x, C[2][i])))));
   V p = ADD(cv[0], MUL(v, ADD(cv[1], MUL(v, ADD(cv[2], MUL(v, cv[3]))))));
   V q = ADD(cv[4], MUL(v, ADD(cv[5], MUL(v, ADD(cv[6], MUL(v, cv[7]))))));
   V fit = EXP(DIV(p, q));
   V big = GT(a, K(a, (double)8.0f));
-  V mid = AND(LE(MUL(K(a, (double)0.9f), a), x), LE(x, MUL(K(a, (double)1.1f), a)));
+  V mid =
+      AND(LE(MUL(K(a, (double)0.9f), a), x), LE(x, MUL(K(a, (double)1.1f), a)));
   V r = SEL(big, SEL(mid, near, saddle), fit);
   r = SEL(LT(x, K(x, (double)0.8f)), series, r);
   c->outs[0] = e_cvt(e, r, rt);
@@ -1634,9 +1635,8 @@ static tpuc_status* lower_dirichlet_grad(op_ctx* c, int param) {
   /* x near 0: the series in x (the dtype's precision) */
   V small;
   {
-    V factor = SUB(SUB(e_digamma_via64(e, al),
-                       e_digamma_via64(e, ADD(al, beta))),
-                   LOG(x));
+    V factor = SUB(
+        SUB(e_digamma_via64(e, al), e_digamma_via64(e, ADD(al, beta))), LOG(x));
     V numer = one;
     V series = MUL(DIV(numer, al), ADD(factor, DIV(one, al)));
     for (int i = 1; i <= 10; i++) {
@@ -1683,17 +1683,19 @@ static tpuc_status* lower_dirichlet_grad(op_ctx* c, int param) {
                                MUL(K(xd, 455), xd)),
                            bd),
                        poly));
-    poly = MUL(ad, ADD(MUL(MUL(K(xd, 3), SUB(ADD(K(xd, 59), MUL(K(xd, 180), bd)),
-                                             MUL(K(xd, 90), xd))),
-                           b2),
-                       poly));
-    poly = MUL(ad, ADD(MUL(MUL(ADD(K(xd, 43),
-                                   MUL(MUL(K(xd, 20),
-                                           ADD(K(xd, 16), MUL(K(xd, 27), bd))),
-                                       xd)),
-                               b2),
-                           bd),
-                       poly));
+    poly =
+        MUL(ad, ADD(MUL(MUL(K(xd, 3), SUB(ADD(K(xd, 59), MUL(K(xd, 180), bd)),
+                                          MUL(K(xd, 90), xd))),
+                        b2),
+                    poly));
+    poly = MUL(
+        ad,
+        ADD(MUL(MUL(ADD(K(xd, 43),
+                        MUL(MUL(K(xd, 20), ADD(K(xd, 16), MUL(K(xd, 27), bd))),
+                            xd)),
+                    b2),
+                bd),
+            poly));
     poly = ADD(MUL(MUL(MUL(K(xd, 47), xd), b2), b2), poly);
     V pnum = DIV(MUL(ADD(o, MUL(K(xd, 12), ad)), ADD(o, MUL(K(xd, 12), bd))),
                  MUL(tot2, tot2));
@@ -1707,12 +1709,13 @@ static tpuc_status* lower_dirichlet_grad(op_ctx* c, int param) {
     V stir = DIV(MUL(STIR(ad), STIR(bd)), STIR(tot2));
 #undef STIR
     V xm1 = SUB(xd, o);
-    V t1n = SUB(ADD(MUL(MUL(K(xd, 2), MUL(ad, ad)), xm1), MUL(MUL(ad, bd), xm1)),
-                MUL(xd, b2));
+    V t1n =
+        SUB(ADD(MUL(MUL(K(xd, 2), MUL(ad, ad)), xm1), MUL(MUL(ad, bd), xm1)),
+            MUL(xd, b2));
     V axbx = ADD(MUL(ad, xm1), MUL(bd, xd));
-    V t1d = MUL(MUL(MUL(SQRT(DIV(MUL(K(xd, 2), ad), bd)), POW(tot2, K(xd, 1.5))),
-                    axbx),
-                axbx);
+    V t1d = MUL(
+        MUL(MUL(SQRT(DIV(MUL(K(xd, 2), ad), bd)), POW(tot2, K(xd, 1.5))), axbx),
+        axbx);
     V t1 = DIV(t1n, t1d);
     V t2 = MUL(K(xd, 0.5), LOG(DIV(ad, MUL(tot2, xd))));
     V t3 = DIV(SQRT(DIV(MUL(MUL(K(xd, 8), ad), bd), tot2)),
@@ -1760,14 +1763,16 @@ static tpuc_status* lower_dirichlet_grad(op_ctx* c, int param) {
         V ua = MUL(pu[i], pa[j]);
         const double* cp = C[0][i][j];
         const double* cq = C[1][i][j];
-        p = ADD(p, MUL(ua, ADD(K(xd, cp[0]),
-                               MUL(b, ADD(K(xd, cp[1]),
-                                          MUL(b, ADD(K(xd, cp[2]),
-                                                     MUL(b, K(xd, cp[3])))))))));
-        q = ADD(q, MUL(ua, ADD(K(xd, cq[0]),
-                               MUL(b, ADD(K(xd, cq[1]),
-                                          MUL(b, ADD(K(xd, cq[2]),
-                                                     MUL(b, K(xd, cq[3])))))))));
+        p = ADD(p,
+                MUL(ua, ADD(K(xd, cp[0]),
+                            MUL(b, ADD(K(xd, cp[1]),
+                                       MUL(b, ADD(K(xd, cp[2]),
+                                                  MUL(b, K(xd, cp[3])))))))));
+        q = ADD(q,
+                MUL(ua, ADD(K(xd, cq[0]),
+                            MUL(b, ADD(K(xd, cq[1]),
+                                       MUL(b, ADD(K(xd, cq[2]),
+                                                  MUL(b, K(xd, cq[3])))))))));
       }
     /* the digammas in the dtype of x, as the CPU's helper returns them */
     V dd = e_cvt(e, SUB(e_digamma_via64(e, tot), e_digamma_via64(e, al)), f64);
