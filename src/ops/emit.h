@@ -85,6 +85,44 @@ static inline V e_reshape(em* e, V x, const int64_t* dims, int rank) {
   return r;
 }
 
+/* The first failure of the emission, or NULL: a lowering's result. */
+static inline tpuc_status* em_done(em* e) { return e->st; }
+
+/* Rank-0 constant `v` of dtype `dt` (bools from v != 0; complex ones
+ * with imaginary part 0). */
+static inline V e_k0(em* e, tpuc_dtype dt, double v) {
+  V k = -1;
+  if (e->st != NULL) return -1;
+  if (dt == TPUC_DTYPE_PRED) {
+    V u = -1;
+    em_keep(e, tpuc_hlo_constant_i64(e->fn, TPUC_DTYPE_U8, v != 0, &u));
+    if (e->st == NULL) em_keep(e, tpuc_hlo_convert(e->fn, u, dt, &k));
+  } else if (tpuc_dtype_is_float(dt) || tpuc_dtype_is_complex(dt)) {
+    em_keep(e, tpuc_hlo_constant_f64(e->fn, dt, v, &k));
+  } else {
+    em_keep(e, tpuc_hlo_constant_i64(e->fn, dt, (int64_t)v, &k));
+  }
+  return k;
+}
+
+/* Constant `v` of dtype `dt`, with the shape of `like`. */
+static inline V e_kd(em* e, tpuc_dtype dt, double v, V like) {
+  return e_splat(e, e_k0(e, dt, v), like);
+}
+
+/* Constant `v` of the dtype and shape of `like`. */
+static inline V e_k(em* e, V like, double v) {
+  return e_kd(e, e_type(e, like).dtype, v, like);
+}
+
+/* x (computed in a wider dtype) rounded to `dt` and back, as the CPU's
+ * per-operation rounding of half floats. */
+static inline V e_rnd(em* e, V x, tpuc_dtype dt) {
+  tpuc_dtype wide = e_type(e, x).dtype;
+  if (wide == dt) return x;
+  return e_cvt(e, e_cvt(e, x, dt), wide);
+}
+
 /* Shorthands for formulas written with an emitter named `e`. */
 #define ADD(a, b) e_bin(e, TPUC_HLO_ADD, a, b)
 #define SUB(a, b) e_bin(e, TPUC_HLO_SUB, a, b)

@@ -11,42 +11,6 @@
 
 #define TRY(expr) TPUC_RETURN_IF_ERROR(expr)
 
-
-/* Constant `v` of dtype `dt`, with the shape of `like`. */
-static V e_kd(em* e, tpuc_dtype dt, double v, V like) {
-  if (e->st != NULL) return -1;
-  tpuc_hlo_type t = e_type(e, like);
-  V k = -1;
-  if (dt == TPUC_DTYPE_PRED) {
-    V u = -1;
-    em_keep(e, tpuc_hlo_constant_i64(e->fn, TPUC_DTYPE_U8, v != 0, &u));
-    if (e->st == NULL) em_keep(e, tpuc_hlo_convert(e->fn, u, dt, &k));
-  } else if (tpuc_dtype_is_float(dt) || tpuc_dtype_is_complex(dt)) {
-    em_keep(e, tpuc_hlo_constant_f64(e->fn, dt, v, &k));
-  } else {
-    em_keep(e, tpuc_hlo_constant_i64(e->fn, dt, (int64_t)v, &k));
-  }
-  if (e->st != NULL || t.rank == 0) return k;
-  V r = -1;
-  em_keep(e, tpuc_hlo_broadcast_in_dim(e->fn, k, t.dims, t.rank, NULL, &r));
-  return r;
-}
-
-/* Constant `v` of the dtype and shape of `like`. */
-static V e_k(em* e, V like, double v) {
-  return e_kd(e, e_type(e, like).dtype, v, like);
-}
-
-static tpuc_status* em_done(em* e) { return e->st; }
-
-/* x (computed in a wider dtype) rounded to `dt` and back, as the CPU's
- * per-operation rounding of half floats. */
-static V e_rnd(em* e, V x, tpuc_dtype dt) {
-  tpuc_dtype wide = e_type(e, x).dtype;
-  if (wide == dt) return x;
-  return e_cvt(e, e_cvt(e, x, dt), wide);
-}
-
 #define MAX(a, b) e_pmax(e, a, b, true)
 #define MIN(a, b) e_pmax(e, a, b, false)
 #define EXPM1(a) e_un(e, TPUC_HLO_EXPM1, a)
@@ -1061,21 +1025,6 @@ static tpuc_status* red_dims(const op_ctx* c, int i, bool* red,
   for (int k = 0; k < rank; k++)
     if (red[k]) *count *= c->types[0].dims[k];
   return NULL;
-}
-
-/* Rank-0 constant. */
-static V e_k0(em* e, tpuc_dtype dt, double v) {
-  V k = -1;
-  if (e->st != NULL) return -1;
-  if (dt == TPUC_DTYPE_PRED) {
-    em_keep(e, tpuc_hlo_constant_i64(e->fn, TPUC_DTYPE_U8, v != 0, &k));
-    return e_cvt(e, k, dt);
-  }
-  if (is_float(dt) || tpuc_dtype_is_complex(dt))
-    em_keep(e, tpuc_hlo_constant_f64(e->fn, dt, v, &k));
-  else
-    em_keep(e, tpuc_hlo_constant_i64(e->fn, dt, (int64_t)v, &k));
-  return k;
 }
 
 /* The smallest / largest value of `dt` (infinities for floats). */
