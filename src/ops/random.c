@@ -6,6 +6,7 @@
  * from the CPU's generator (as CUDA's do). */
 #include <math.h>
 
+#include "ops/emit.h"
 #include "ops/ops_internal.h"
 
 #define TRY(expr) TPUC_RETURN_IF_ERROR(expr)
@@ -917,13 +918,13 @@ typedef struct {
   const tpuc_hlo_type* shape; /* of the samples, in the compute dtype */
 } gamma_loop;
 
-/* cond: round < GAMMA_ROUNDS and some element has not accepted */
-static tpuc_status* gamma_cond(op_ctx* c, void* arg) {
-  (void)arg;
+/* The condition of a sampler's loop whose state starts (round, done):
+ * round < *(const int*)rounds and some element is not done yet. */
+static tpuc_status* rounds_cond(op_ctx* c, void* rounds) {
   tpuc_hlo_value it, done, lim, more, left, any, r;
   TRY(tpuc_hlo_get_arg(c->fn, 0, &it));
   TRY(tpuc_hlo_get_arg(c->fn, 1, &done));
-  TRY(op_const(c, TPUC_DTYPE_S32, GAMMA_ROUNDS, NULL, &lim));
+  TRY(op_const(c, TPUC_DTYPE_S32, *(const int*)rounds, NULL, &lim));
   TRY(tpuc_hlo_compare(c->fn, TPUC_HLO_LT, it, lim, &more));
   TRY(tpuc_hlo_unary(c->fn, TPUC_HLO_NOT, done, &left));
   TRY(op_any_true(c, left, &any));
@@ -1028,7 +1029,7 @@ static tpuc_status* gamma_samples(op_ctx* c, tpuc_hlo_value alpha,
   tpuc_hlo_fn *cond, *body;
   gamma_loop L = {t};
   TRY(tpuc_hlo_region_create(c->module, ts, GAMMA_STATE, &cond));
-  TRY(in_region(c, cond, gamma_cond, &L));
+  TRY(in_region(c, cond, rounds_cond, &(int){GAMMA_ROUNDS}));
   TRY(tpuc_hlo_region_create(c->module, ts, GAMMA_STATE, &body));
   TRY(in_region(c, body, gamma_body, &L));
   TRY(tpuc_hlo_while(c->fn, init, GAMMA_STATE, cond, body, outs));
@@ -1084,54 +1085,6 @@ static tpuc_status* lower_standard_gamma(op_ctx* c, int param) {
 #define POISSON_ROUNDS 128
 #define POISSON_STATE 6 /* round, done, sample, product, rate, rng */
 
-static tpuc_status* poisson_cond(op_ctx* c, void* arg) {
-  (void)arg;
-  tpuc_hlo_value it, done, lim, more, left, any, r;
-  TRY(tpuc_hlo_get_arg(c->fn, 0, &it));
-  TRY(tpuc_hlo_get_arg(c->fn, 1, &done));
-  TRY(op_const(c, TPUC_DTYPE_S32, POISSON_ROUNDS, NULL, &lim));
-  TRY(tpuc_hlo_compare(c->fn, TPUC_HLO_LT, it, lim, &more));
-  TRY(tpuc_hlo_unary(c->fn, TPUC_HLO_NOT, done, &left));
-  TRY(op_any_true(c, left, &any));
-  TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_AND, more, any, &r));
-  return tpuc_hlo_return(c->fn, &r, 1);
-}
-
-typedef struct {
-  op_ctx* c;
-  const tpuc_hlo_type* t;
-  tpuc_status* st;
-} pe; /* a small emitter over f64 values of one shape */
-
-static tpuc_hlo_value pk(pe* e, double v) {
-  tpuc_hlo_value out = -1;
-  if (e->st == NULL) e->st = op_const(e->c, TPUC_DTYPE_F64, v, e->t, &out);
-  return out;
-}
-static tpuc_hlo_value pb(pe* e, tpuc_hlo_binary_op op, tpuc_hlo_value a,
-                         tpuc_hlo_value b) {
-  tpuc_hlo_value out = -1;
-  if (e->st == NULL) e->st = tpuc_hlo_binary(e->c->fn, op, a, b, &out);
-  return out;
-}
-static tpuc_hlo_value pu(pe* e, tpuc_hlo_unary_op op, tpuc_hlo_value a) {
-  tpuc_hlo_value out = -1;
-  if (e->st == NULL) e->st = tpuc_hlo_unary(e->c->fn, op, a, &out);
-  return out;
-}
-static tpuc_hlo_value pc(pe* e, tpuc_hlo_compare_dir dir, tpuc_hlo_value a,
-                         tpuc_hlo_value b) {
-  tpuc_hlo_value out = -1;
-  if (e->st == NULL) e->st = tpuc_hlo_compare(e->c->fn, dir, a, b, &out);
-  return out;
-}
-static tpuc_hlo_value ps(pe* e, tpuc_hlo_value p, tpuc_hlo_value a,
-                         tpuc_hlo_value b) {
-  tpuc_hlo_value out = -1;
-  if (e->st == NULL) e->st = tpuc_hlo_select(e->c->fn, p, a, b, &out);
-  return out;
-}
-
 static tpuc_status* poisson_body(op_ctx* c, void* arg) {
   const tpuc_hlo_type* t = (const tpuc_hlo_type*)arg;
   tpuc_hlo_value a[POISSON_STATE];
@@ -1142,70 +1095,39 @@ static tpuc_status* poisson_body(op_ctx* c, void* arg) {
   tpuc_hlo_value u1, v;
   TRY(uniform01(c, t, TPUC_DTYPE_F64, &u1));
   TRY(uniform01(c, t, TPUC_DTYPE_F64, &v));
-  pe E = {c, t, NULL}, *e = &E;
+  em ee = em_of(c), *e = &ee;
+  V one = K(lam, 1);
   /* rate >= 10: one attempt of the transformed rejection */
-  tpuc_hlo_value slam = pu(e, TPUC_HLO_SQRT, lam);
-  tpuc_hlo_value loglam = pu(e, TPUC_HLO_LOG, lam);
-  tpuc_hlo_value b =
-      pb(e, TPUC_HLO_ADD, pk(e, 0.931), pb(e, TPUC_HLO_MUL, pk(e, 2.53), slam));
-  tpuc_hlo_value aa = pb(e, TPUC_HLO_ADD, pk(e, -0.059),
-                         pb(e, TPUC_HLO_MUL, pk(e, 0.02483), b));
-  tpuc_hlo_value inva = pb(
-      e, TPUC_HLO_ADD, pk(e, 1.1239),
-      pb(e, TPUC_HLO_DIV, pk(e, 1.1328), pb(e, TPUC_HLO_SUB, b, pk(e, 3.4))));
-  tpuc_hlo_value vr =
-      pb(e, TPUC_HLO_SUB, pk(e, 0.9277),
-         pb(e, TPUC_HLO_DIV, pk(e, 3.6224), pb(e, TPUC_HLO_SUB, b, pk(e, 2))));
-  tpuc_hlo_value U = pb(e, TPUC_HLO_SUB, u1, pk(e, 0.5));
-  tpuc_hlo_value us = pb(e, TPUC_HLO_SUB, pk(e, 0.5), pu(e, TPUC_HLO_ABS, U));
-  tpuc_hlo_value k =
-      pb(e, TPUC_HLO_MUL,
-         pb(e, TPUC_HLO_ADD,
-            pb(e, TPUC_HLO_DIV, pb(e, TPUC_HLO_MUL, pk(e, 2), aa), us), b),
-         U);
-  k = pu(e, TPUC_HLO_FLOOR,
-         pb(e, TPUC_HLO_ADD, pb(e, TPUC_HLO_ADD, k, lam), pk(e, 0.43)));
-  tpuc_hlo_value quick =
-      pb(e, TPUC_HLO_AND, pc(e, TPUC_HLO_GE, us, pk(e, 0.07)),
-         pc(e, TPUC_HLO_LE, v, vr));
-  tpuc_hlo_value rej =
-      pb(e, TPUC_HLO_OR, pc(e, TPUC_HLO_LT, k, pk(e, 0)),
-         pb(e, TPUC_HLO_AND, pc(e, TPUC_HLO_LT, us, pk(e, 0.013)),
-            pc(e, TPUC_HLO_GT, v, us)));
-  tpuc_hlo_value lg = -1;
-  if (e->st == NULL)
-    e->st = op_lgamma_f64(c, pb(e, TPUC_HLO_ADD, k, pk(e, 1)), &lg);
-  tpuc_hlo_value lhs =
-      pb(e, TPUC_HLO_SUB,
-         pb(e, TPUC_HLO_ADD, pu(e, TPUC_HLO_LOG, v), pu(e, TPUC_HLO_LOG, inva)),
-         pu(e, TPUC_HLO_LOG,
-            pb(e, TPUC_HLO_ADD,
-               pb(e, TPUC_HLO_DIV, aa, pb(e, TPUC_HLO_MUL, us, us)), b)));
-  tpuc_hlo_value rhs = pb(e, TPUC_HLO_SUB,
-                          pb(e, TPUC_HLO_ADD, pu(e, TPUC_HLO_NEG, lam),
-                             pb(e, TPUC_HLO_MUL, k, loglam)),
-                          lg);
-  tpuc_hlo_value slow = pb(e, TPUC_HLO_AND, pu(e, TPUC_HLO_NOT, rej),
-                           pc(e, TPUC_HLO_LE, lhs, rhs));
-  tpuc_hlo_value big_ok = pb(e, TPUC_HLO_OR, quick, slow);
+  V slam = SQRT(lam), loglam = LOG(lam);
+  V b = ADD(K(lam, 0.931), MUL(K(lam, 2.53), slam));
+  V aa = ADD(K(lam, -0.059), MUL(K(lam, 0.02483), b));
+  V inva = ADD(K(lam, 1.1239), DIV(K(lam, 1.1328), SUB(b, K(lam, 3.4))));
+  V vr = SUB(K(lam, 0.9277), DIV(K(lam, 3.6224), SUB(b, K(lam, 2))));
+  V U = SUB(u1, K(lam, 0.5));
+  V us = SUB(K(lam, 0.5), ABS(U));
+  V k = MUL(ADD(DIV(MUL(K(lam, 2), aa), us), b), U);
+  k = FLOOR(ADD(ADD(k, lam), K(lam, 0.43)));
+  V quick = AND(GE(us, K(lam, 0.07)), LE(v, vr));
+  V rej = OR(LT(k, K(lam, 0)), AND(LT(us, K(lam, 0.013)), GT(v, us)));
+  V lg = -1;
+  if (e->st == NULL) em_keep(e, op_lgamma_f64(c, ADD(k, one), &lg));
+  V lhs = SUB(ADD(LOG(v), LOG(inva)), LOG(ADD(DIV(aa, MUL(us, us)), b)));
+  V rhs = SUB(ADD(NEG(lam), MUL(k, loglam)), lg);
+  V big_ok = OR(quick, AND(NOT(rej), LE(lhs, rhs)));
   /* rate < 10: one more factor of the product */
-  tpuc_hlo_value enlam = pu(e, TPUC_HLO_EXP, pu(e, TPUC_HLO_NEG, lam));
-  tpuc_hlo_value prod2 = pb(e, TPUC_HLO_MUL, prod, u1);
-  tpuc_hlo_value more = pc(e, TPUC_HLO_GT, prod2, enlam);
-  tpuc_hlo_value big = pc(e, TPUC_HLO_GE, lam, pk(e, 10));
-  tpuc_hlo_value left = pu(e, TPUC_HLO_NOT, done);
+  V prod2 = MUL(prod, u1);
+  V more = GT(prod2, EXP(NEG(lam)));
+  V big = GE(lam, K(lam, 10));
+  V left = NOT(done);
   /* the small branch counts in res while it goes on */
-  tpuc_hlo_value cnt = ps(e, pb(e, TPUC_HLO_AND, left, more),
-                          pb(e, TPUC_HLO_ADD, res, pk(e, 1)), res);
-  tpuc_hlo_value ok = ps(e, big, big_ok, pu(e, TPUC_HLO_NOT, more));
-  tpuc_hlo_value take = pb(e, TPUC_HLO_AND, left, ok);
-  res = ps(e, big, ps(e, take, k, res), cnt);
-  prod = ps(e, left, prod2, prod);
-  done = pb(e, TPUC_HLO_OR, done, ok);
-  TRY(e->st);
-  tpuc_hlo_value one;
-  TRY(op_const(c, TPUC_DTYPE_S32, 1, NULL, &one));
-  TRY(tpuc_hlo_binary(c->fn, TPUC_HLO_ADD, it, one, &it));
+  V cnt = SEL(AND(left, more), ADD(res, one), res);
+  V ok = SEL(big, big_ok, NOT(more));
+  V take = AND(left, ok);
+  res = SEL(big, SEL(take, k, res), cnt);
+  prod = SEL(left, prod2, prod);
+  done = OR(done, ok);
+  it = ADD(it, e_k0(e, TPUC_DTYPE_S32, 1));
+  TRY(em_done(e));
   tpuc_hlo_value r[POISSON_STATE] = {it, done, res, prod, lam, c->rng};
   return tpuc_hlo_return(c->fn, r, POISSON_STATE);
 }
@@ -1249,7 +1171,7 @@ static tpuc_status* lower_poisson(op_ctx* c, int param) {
   init[5] = c->rng;
   tpuc_hlo_fn *cond, *body;
   TRY(tpuc_hlo_region_create(c->module, ts, POISSON_STATE, &cond));
-  TRY(in_region(c, cond, poisson_cond, NULL));
+  TRY(in_region(c, cond, rounds_cond, &(int){POISSON_ROUNDS}));
   TRY(tpuc_hlo_region_create(c->module, ts, POISSON_STATE, &body));
   TRY(in_region(c, body, poisson_body, &t));
   TRY(tpuc_hlo_while(c->fn, init, POISSON_STATE, cond, body, outs));
