@@ -116,18 +116,23 @@ static V e_arg(em* e, int i) {
   return out;
 }
 
-/* Sum of x (compute dtype) over `dims`. */
-static V e_sum(em* e, V x, const int64_t* dims, size_t nd) {
-  V init = -1, out = -1;
+/* x (compute dtype) folded over `dims` with `op`, starting from `init`. */
+static V e_fold(em* e, V x, const int64_t* dims, size_t nd,
+                tpuc_hlo_binary_op op, double init) {
+  V k = -1, out = -1;
   tpuc_hlo_fn* body = NULL;
   if (e->st == NULL)
-    e->st = tpuc_hlo_constant_f64(e->c->fn, e->shape.dtype, 0.0, &init);
+    e->st = tpuc_hlo_constant_f64(e->c->fn, e->shape.dtype, init, &k);
   if (e->st == NULL)
-    e->st = tpuc_hlo_region_binary(e->c->module, e->shape.dtype, TPUC_HLO_ADD,
-                                   &body);
+    e->st = tpuc_hlo_region_binary(e->c->module, e->shape.dtype, op, &body);
   if (e->st == NULL)
-    e->st = tpuc_hlo_reduce(e->c->fn, &x, &init, 1, dims, nd, body, &out);
+    e->st = tpuc_hlo_reduce(e->c->fn, &x, &k, 1, dims, nd, body, &out);
   return out;
+}
+
+/* Sum of x (compute dtype) over `dims`. */
+static V e_sum(em* e, V x, const int64_t* dims, size_t nd) {
+  return e_fold(e, x, dims, nd, TPUC_HLO_ADD, 0.0);
 }
 
 /* Sum of every element: rank 0. */
@@ -4516,12 +4521,7 @@ static V dist_reduce(em* eo, V d, const tpuc_hlo_type* dtp, V p) {
               &last, 1);
   V one = e_sum(e, a, &last, 1);
   V two = e_un(&er, TPUC_HLO_SQRT, e_sum(e, e_mul(e, d, d), &last, 1));
-  V inf = -1, init = e_k0(e, dtp->dtype, 0.0);
-  tpuc_hlo_fn* mb = NULL;
-  if (e->st == NULL)
-    e->st = tpuc_hlo_region_binary(e->c->module, dtp->dtype, TPUC_HLO_MAX, &mb);
-  if (e->st == NULL)
-    e->st = tpuc_hlo_reduce(e->c->fn, &a, &init, 1, &last, 1, mb, &inf);
+  V inf = e_fold(e, a, &last, 1, TPUC_HLO_MAX, 0.0);
   V gen = e_sum(e, e_bin(e, TPUC_HLO_POW, a, pv), &last, 1);
   V prv = e_bcast(&er, e_cvt(&er, p, dtp->dtype), rt.dims, rt.rank, NULL);
   gen = e_bin(&er, TPUC_HLO_POW, gen, e_div(&er, e_k(&er, 1.0), prv));
@@ -4847,12 +4847,7 @@ static tpuc_status* lower_embedding_renorm(op_ctx* c, int param) {
   V norm = dist_reduce(&e, x, &xt, p);
   {
     int64_t last = 1;
-    V a = e_abs(&e, x), init = e_k0(&e, at, INFINITY), lo = -1;
-    tpuc_hlo_fn* mb = NULL;
-    if (e.st == NULL)
-      e.st = tpuc_hlo_region_binary(c->module, at, TPUC_HLO_MIN, &mb);
-    if (e.st == NULL)
-      e.st = tpuc_hlo_reduce(c->fn, &a, &init, 1, &last, 1, mb, &lo);
+    V lo = e_fold(&e, e_abs(&e, x), &last, 1, TPUC_HLO_MIN, INFINITY);
     V pf = e_bcast(&ef, p, ft.dims, 1, NULL);
     norm =
         e_sel(&er, e_cmp(&ef, TPUC_HLO_EQ, pf, e_k(&ef, -INFINITY)), lo, norm);
