@@ -17,7 +17,9 @@ Three workloads, each in a fresh process with an empty compile cache:
 on: tpu in fused mode as it is by default (a segment's first run goes op by
 op twice, TPUC_FUSE_AFTER=3), fused mode compiling every segment at its first
 run (TPUC_FUSE_AFTER=1, what fused mode did first) and at its second
-(TPUC_FUSE_AFTER=2, the default until 2026-12-03), strict mode, and
+(TPUC_FUSE_AFTER=2, the default until 2026-12-03), fused mode compiling
+a segment's new op programs on the calling thread only
+(TPUC_COMPILE_THREADS=0, as before 2026-12-06), strict mode, and
 PyTorch's CPU for reference. The
 losses of each tpu run must match the CPU's (rtol 1e-3) or the run's figure
 is replaced by the error.
@@ -43,12 +45,17 @@ import warnings
 
 warnings.filterwarnings("ignore")
 
+_DEFAULTS = {"TPUC_FUSE_AFTER": None, "TPUC_COMPILE_THREADS": None}
 CONFIGS = {
     # name: (device, environment over this one's)
-    "fused": ("tpu", {"TPUC_EAGER_MODE": "fused", "TPUC_FUSE_AFTER": None}),
-    "fused_compile_first_run": ("tpu", {"TPUC_EAGER_MODE": "fused", "TPUC_FUSE_AFTER": "1"}),
-    "fused_compile_second_run": ("tpu", {"TPUC_EAGER_MODE": "fused", "TPUC_FUSE_AFTER": "2"}),
-    "strict": ("tpu", {"TPUC_EAGER_MODE": "strict", "TPUC_FUSE_AFTER": None}),
+    "fused": ("tpu", {**_DEFAULTS, "TPUC_EAGER_MODE": "fused"}),
+    "fused_no_compile_helpers": ("tpu", {**_DEFAULTS, "TPUC_EAGER_MODE": "fused",
+                                         "TPUC_COMPILE_THREADS": "0"}),
+    "fused_compile_first_run": ("tpu", {**_DEFAULTS, "TPUC_EAGER_MODE": "fused",
+                                        "TPUC_FUSE_AFTER": "1"}),
+    "fused_compile_second_run": ("tpu", {**_DEFAULTS, "TPUC_EAGER_MODE": "fused",
+                                         "TPUC_FUSE_AFTER": "2"}),
+    "strict": ("tpu", {**_DEFAULTS, "TPUC_EAGER_MODE": "strict"}),
     "torch_cpu": ("cpu", {}),
 }
 WORKLOADS = ("suite", "train", "random")

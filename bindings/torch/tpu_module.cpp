@@ -91,6 +91,7 @@ py::dict cache_stats() {
   d["prefetched"] = s.prefetched;
   d["prefetch_seconds"] = s.prefetch_seconds;
   d["prefetch_hits"] = s.prefetch_hits;
+  d["compiled_ahead"] = s.compiled_ahead;
   d["cache_dir"] = tpuc_cache_dir(client());
   return d;
 }

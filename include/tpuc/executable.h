@@ -110,6 +110,9 @@ typedef struct tpuc_cache_stats {
   uint64_t prefetched;
   double prefetch_seconds;
   uint64_t prefetch_hits;
+  /* Programs compiled or loaded by helper threads ahead of their first
+   * request (each also counted as a miss or a disk hit). */
+  uint64_t compiled_ahead;
 } tpuc_cache_stats;
 
 tpuc_status* tpuc_cache_get_stats(tpuc_client* client, tpuc_cache_stats* out);

@@ -30,12 +30,24 @@
  * The records are hints, last writer wins: workloads sharing a folder can
  * point a chain at programs the other does not use, which costs a load on
  * the background thread, never a wrong result.
- * TPUC_CACHE_PREFETCH=0 turns it off. */
+ * TPUC_CACHE_PREFETCH=0 turns it off.
+ *
+ * Compiling ahead: a caller that knows the programs it is about to ask for
+ * (fused mode's op-by-op run of a segment) hands them to helper threads
+ * (tpuc_cache_ahead_start), which compile or load them into the memory
+ * tier in parallel while the caller goes through them in order: a program
+ * a helper has under way is waited for, one no helper took yet the caller
+ * compiles itself. An entry a helper made counts as its miss or disk hit
+ * when made; its first request records it in the successor chain. */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,6 +69,9 @@ typedef struct {
   size_t key_len;
   tpuc_executable* exe;
   bool prefetched; /* loaded ahead, not asked for yet */
+  /* Compiled or loaded by a helper thread (tpuc_cache_ahead_start), not
+   * asked for yet: the tpuc_cache_source it got, else -1. */
+  int8_t ahead;
 } cache_entry;
 
 struct tpuc_cache {
@@ -305,7 +320,8 @@ static void mem_reset(tpuc_cache* k) {
 
 /* Inserts (the cache takes a reference). Failure to insert is harmless. */
 static void mem_insert(tpuc_cache* k, tpuc_fingerprint fp, const char* key,
-                       size_t key_len, tpuc_executable* exe, bool prefetched) {
+                       size_t key_len, tpuc_executable* exe, bool prefetched,
+                       int ahead) {
   if (mem_find(k, fp, key, key_len) != NULL) return;
   if (k->count >= MEM_TIER_MAX) mem_reset(k);
   if ((k->count + 1) * 4 > k->cap * 3 && !mem_grow(k)) return;
@@ -315,7 +331,8 @@ static void mem_insert(tpuc_cache* k, tpuc_fingerprint fp, const char* key,
   size_t j = (size_t)fp.lo & (k->cap - 1);
   while (k->slots[j].exe) j = (j + 1) & (k->cap - 1);
   tpuc_executable_retain(exe);
-  k->slots[j] = (cache_entry){fp, copy, key_len, exe, prefetched};
+  k->slots[j] =
+      (cache_entry){fp, copy, key_len, exe, prefetched, (int8_t)ahead};
   k->count++;
 }
 
@@ -696,7 +713,7 @@ static bool pf_load(tpuc_cache* k, tpuc_fingerprint fp) {
   }
   pthread_mutex_lock(&k->mu);
   if (exe != NULL) {
-    mem_insert(k, fp, key, klen, exe, true);
+    mem_insert(k, fp, key, klen, exe, true, -1);
     k->stats.prefetched++;
     k->stats.prefetch_seconds += tpuc_now_seconds() - t0;
   }
@@ -832,27 +849,46 @@ void tpuc_cache_prefetch_start(tpuc_cache* k) {
   if (k != NULL) pf_enqueue(k, PF_START);
 }
 
-tpuc_status* tpuc_compile(tpuc_client* c, const char* mlir, size_t len,
-                          const tpuc_compile_options* options,
-                          tpuc_executable** out, tpuc_cache_source* source) {
+/* The cache key of a program: its text, a separator that cannot occur in
+ * MLIR text, the encoded options. *key is `stack` when it fits (cap
+ * bytes), else allocated. */
+static tpuc_status* make_key(tpuc_client* c, const char* mlir, size_t len,
+                             const tpuc_compile_options* options, char* stack,
+                             size_t cap, char** key, size_t* key_len,
+                             tpuc_fingerprint* fp) {
+  TPUC_RETURN_IF_ERROR(tpuc_check_compile_options(c, options));
+  unsigned char opts[64 + 16 * TPUC_MAX_REPLICAS];
+  size_t opts_len = tpuc_encode_compile_options(c, options, opts, sizeof opts);
+  *key_len = len + 1 + opts_len;
+  *key = *key_len <= cap ? stack : malloc(*key_len);
+  if (*key == NULL)
+    return tpuc_status_make(TPUC_RESOURCE_EXHAUSTED, "out of host memory");
+  memcpy(*key, mlir, len);
+  (*key)[len] = '\0';
+  memcpy(*key + len + 1, opts, opts_len);
+  tpuc_fingerprint zero = {0, 0};
+  *fp = tpuc_fingerprint_bytes(zero, *key, *key_len);
+  return NULL;
+}
+
+/* tpuc_compile; `ahead`: for a helper thread of tpuc_cache_ahead_start,
+ * which only fills the memory tier: a program already there or under way
+ * elsewhere is left alone, and its entry is marked so that the first
+ * request counts it and records its place in the sequence instead. */
+static tpuc_status* compile_impl(tpuc_client* c, const char* mlir, size_t len,
+                                 const tpuc_compile_options* options,
+                                 bool ahead, tpuc_executable** out,
+                                 tpuc_cache_source* source) {
   if (c == NULL || mlir == NULL || out == NULL)
     return tpuc_status_make(TPUC_INVALID_ARGUMENT,
                             "client, program text or out is NULL");
   *out = NULL;
-  TPUC_RETURN_IF_ERROR(tpuc_check_compile_options(c, options));
-  unsigned char opts[64 + 16 * TPUC_MAX_REPLICAS];
-  size_t opts_len = tpuc_encode_compile_options(c, options, opts, sizeof opts);
-  /* Key = text, a separator that cannot occur in MLIR text, options. */
-  size_t key_len = len + 1 + opts_len;
   char key_stack[8192];
-  char* key = key_len <= sizeof key_stack ? key_stack : malloc(key_len);
-  if (key == NULL)
-    return tpuc_status_make(TPUC_RESOURCE_EXHAUSTED, "out of host memory");
-  memcpy(key, mlir, len);
-  key[len] = '\0';
-  memcpy(key + len + 1, opts, opts_len);
-  tpuc_fingerprint zero = {0, 0};
-  tpuc_fingerprint fp = tpuc_fingerprint_bytes(zero, key, key_len);
+  char* key = NULL;
+  size_t key_len = 0;
+  tpuc_fingerprint fp;
+  TPUC_RETURN_IF_ERROR(make_key(c, mlir, len, options, key_stack,
+                                sizeof key_stack, &key, &key_len, &fp));
   tpuc_cache* k = cache_of(c);
   tpuc_status* st = NULL;
 
@@ -860,15 +896,24 @@ tpuc_status* tpuc_compile(tpuc_client* c, const char* mlir, size_t len,
   bool waited = false;
   for (;;) {
     cache_entry* hit = mem_find(k, fp, key, key_len);
+    if (hit != NULL && ahead) {
+      pthread_mutex_unlock(&k->mu);
+      goto done;
+    }
     if (hit != NULL) {
-      /* A prefetched entry's first use is the disk hit it replaced. */
+      /* A prefetched entry's first use is the disk hit it replaced; one a
+       * helper compiled or loaded was counted by the helper. */
       bool loaded_ahead = hit->prefetched;
+      int helper = hit->ahead;
       tpuc_fingerprint prev;
       bool record = false;
       if (loaded_ahead) {
         hit->prefetched = false;
         k->stats.disk_hits++;
         k->stats.prefetch_hits++;
+        record = note_sequence(k, fp, &prev);
+      } else if (helper >= 0) {
+        hit->ahead = -1;
         record = note_sequence(k, fp, &prev);
       } else {
         k->stats.memory_hits++;
@@ -877,24 +922,32 @@ tpuc_status* tpuc_compile(tpuc_client* c, const char* mlir, size_t len,
       *out = hit->exe;
       pthread_mutex_unlock(&k->mu);
       if (record) write_next(k, prev, fp);
-      if (loaded_ahead) pf_enqueue(k, fp);
-      if (source) *source = loaded_ahead ? TPUC_CACHE_DISK : TPUC_CACHE_MEMORY;
+      if (loaded_ahead || helper >= 0) pf_enqueue(k, fp);
+      if (source)
+        *source = loaded_ahead  ? TPUC_CACHE_DISK
+                  : helper >= 0 ? (tpuc_cache_source)helper
+                                : TPUC_CACHE_MEMORY;
       goto done;
     }
     /* Another thread compiles or loads this program: wait for it. If it
      * failed, this request tries again itself. */
     if (!busy_has(k, fp)) break;
+    if (ahead) {
+      pthread_mutex_unlock(&k->mu);
+      goto done;
+    }
     if (!waited) k->stats.inflight_waits++;
     waited = true;
     pthread_cond_wait(&k->settled, &k->mu);
   }
   bool announced = busy_add(k, fp);
   tpuc_fingerprint prev;
-  bool record = note_sequence(k, fp, &prev);
+  bool record = !ahead && note_sequence(k, fp, &prev);
+  if (ahead) k->stats.compiled_ahead++;
   pthread_mutex_unlock(&k->mu);
   if (record) write_next(k, prev, fp);
   /* What came after this program last time loads while this one does. */
-  pf_enqueue(k, fp);
+  if (!ahead) pf_enqueue(k, fp);
 
   int lock_fd = -1;
   PJRT_LoadedExecutable* pj = NULL;
@@ -918,7 +971,8 @@ tpuc_status* tpuc_compile(tpuc_client* c, const char* mlir, size_t len,
   }
   if (pj == NULL) {
     double t0 = tpuc_now_seconds();
-    st = tpuc_pjrt_compile(c, mlir, len, opts, opts_len, &pj);
+    st = tpuc_pjrt_compile(c, mlir, len, (const unsigned char*)key + len + 1,
+                           key_len - len - 1, &pj);
     pthread_mutex_lock(&k->mu);
     k->stats.misses++;
     k->stats.compile_seconds += tpuc_now_seconds() - t0;
@@ -937,13 +991,180 @@ tpuc_status* tpuc_compile(tpuc_client* c, const char* mlir, size_t len,
   }
   if (st == NULL) st = make_executable(c, pj, mlir, len, fp, out);
   pthread_mutex_lock(&k->mu);
-  if (st == NULL) mem_insert(k, fp, key, key_len, *out, false);
+  if (st == NULL)
+    mem_insert(k, fp, key, key_len, *out, false, ahead ? (int)src : -1);
   if (announced) busy_remove(k, fp);
   pthread_mutex_unlock(&k->mu);
   if (st == NULL && source) *source = src;
 done:
   if (key != key_stack) free(key);
   return st;
+}
+
+tpuc_status* tpuc_compile(tpuc_client* c, const char* mlir, size_t len,
+                          const tpuc_compile_options* options,
+                          tpuc_executable** out, tpuc_cache_source* source) {
+  return compile_impl(c, mlir, len, options, false, out, source);
+}
+
+/* --------------------------- compiling ahead ---------------------------- */
+
+/* Helper threads a tpuc_cache_ahead_start may use at most, whatever the
+ * machine (each holds a compiler's working memory). */
+#define AHEAD_MAX_THREADS 16
+/* Programs one call hands to its helpers at most: the memory tier starts
+ * over at MEM_TIER_MAX entries, which must not drop programs compiled for
+ * the caller before it asks for them. */
+#define AHEAD_MAX_PROGRAMS 256
+
+struct tpuc_cache_ahead {
+  tpuc_client* client;
+  const char* const* texts;
+  const size_t* lens;
+  size_t* todo; /* indices into texts, in the caller's order */
+  size_t n;
+  /* Per text: the todo entry that makes its program, or SIZE_MAX (in
+   * memory or under way elsewhere already). */
+  size_t* item_of;
+  atomic_bool* done; /* per todo entry: settled */
+  atomic_size_t next;
+  atomic_bool stop;
+  pthread_t threads[AHEAD_MAX_THREADS];
+  int nthreads;
+};
+
+/* TPUC_COMPILE_THREADS, else one fewer than the CPUs this process may run
+ * on (the caller compiles too). */
+static int ahead_threads(void) {
+  const char* env = getenv("TPUC_COMPILE_THREADS");
+  long n;
+  if (env != NULL && env[0] != '\0') {
+    char* end = NULL;
+    n = strtol(env, &end, 10);
+    if (end == env || *end != '\0' || n < 0) n = 0;
+  } else {
+    cpu_set_t set;
+    n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) - 1 : 0;
+  }
+  return n > AHEAD_MAX_THREADS ? AHEAD_MAX_THREADS : (int)n;
+}
+
+/* Takes the next todo entry and makes its program; false when none is
+ * left. */
+static bool ahead_one(tpuc_cache_ahead* a) {
+  if (atomic_load(&a->stop)) return false;
+  size_t i = atomic_fetch_add(&a->next, 1);
+  if (i >= a->n) return false;
+  size_t t = a->todo[i];
+  tpuc_executable* exe = NULL;
+  /* A failure is the caller's to report: its own request compiles the
+   * program again and gets the error. */
+  tpuc_status_free(
+      compile_impl(a->client, a->texts[t], a->lens[t], NULL, true, &exe, NULL));
+  if (exe != NULL) tpuc_executable_release(exe);
+  atomic_store(&a->done[i], true);
+  return true;
+}
+
+static void* ahead_main(void* arg) {
+  tpuc_cache_ahead* a = arg;
+  while (ahead_one(a)) {
+  }
+  return NULL;
+}
+
+void tpuc_cache_ahead_help(tpuc_cache_ahead* a, size_t i) {
+  if (a == NULL || a->item_of[i] == SIZE_MAX) return;
+  /* Waiting for a helper's program would leave this thread idle: it
+   * makes the next programs nobody took meanwhile (or this one). */
+  while (!atomic_load(&a->done[a->item_of[i]]) && ahead_one(a)) {
+  }
+}
+
+tpuc_cache_ahead* tpuc_cache_ahead_start(tpuc_client* c,
+                                         const char* const* texts,
+                                         const size_t* lens, size_t n) {
+  int threads = ahead_threads();
+  tpuc_cache* k = c ? cache_of(c) : NULL;
+  if (threads == 0 || k == NULL || n < 2) return NULL;
+  tpuc_cache_ahead* a = calloc(1, sizeof *a);
+  size_t* todo = malloc(sizeof *todo * n);
+  size_t* item_of = malloc(sizeof *item_of * n);
+  if (a == NULL || todo == NULL || item_of == NULL) {
+    free(a);
+    free(todo);
+    free(item_of);
+    return NULL;
+  }
+  /* The programs neither in memory nor under way, each once. */
+  tpuc_fingerprint* seen = malloc(sizeof *seen * n);
+  size_t m = 0;
+  for (size_t i = 0; i < n; i++) item_of[i] = SIZE_MAX;
+  for (size_t i = 0; seen != NULL && i < n && m < AHEAD_MAX_PROGRAMS; i++) {
+    char stack[8192];
+    char* key = NULL;
+    size_t key_len = 0;
+    tpuc_fingerprint fp;
+    tpuc_status* st = make_key(c, texts[i], lens[i], NULL, stack, sizeof stack,
+                               &key, &key_len, &fp);
+    if (st != NULL) {
+      tpuc_status_free(st);
+      continue;
+    }
+    bool dup = false;
+    for (size_t j = 0; j < m && !dup; j++)
+      if (tpuc_fingerprint_eq(seen[j], fp)) {
+        item_of[i] = j;
+        dup = true;
+      }
+    if (!dup) {
+      pthread_mutex_lock(&k->mu);
+      dup = mem_find(k, fp, key, key_len) != NULL || busy_has(k, fp);
+      pthread_mutex_unlock(&k->mu);
+    }
+    if (!dup) {
+      seen[m] = fp;
+      item_of[i] = m;
+      todo[m++] = i;
+    }
+    if (key != stack) free(key);
+  }
+  free(seen);
+  /* One missing program the caller compiles itself as soon as it gets
+   * there; a helper would only race it. */
+  a->done = m < 2 ? NULL : calloc(m, sizeof *a->done);
+  if (a->done == NULL) {
+    free(todo);
+    free(item_of);
+    free(a);
+    return NULL;
+  }
+  a->client = c;
+  a->texts = texts;
+  a->lens = lens;
+  a->todo = todo;
+  a->item_of = item_of;
+  a->n = m;
+  for (size_t j = 0; j < m; j++) atomic_init(&a->done[j], false);
+  if ((size_t)threads > m) threads = (int)m;
+  for (int t = 0; t < threads; t++)
+    if (pthread_create(&a->threads[a->nthreads], NULL, ahead_main, a) == 0)
+      a->nthreads++;
+  if (a->nthreads == 0) {
+    tpuc_cache_ahead_finish(a);
+    return NULL;
+  }
+  return a;
+}
+
+void tpuc_cache_ahead_finish(tpuc_cache_ahead* a) {
+  if (a == NULL) return;
+  atomic_store(&a->stop, true);
+  for (int t = 0; t < a->nthreads; t++) pthread_join(a->threads[t], NULL);
+  free(a->todo);
+  free(a->item_of);
+  free(a->done);
+  free(a);
 }
 
 /* ------------------------------- stats --------------------------------- */

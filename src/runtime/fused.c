@@ -24,6 +24,7 @@
 #include "common/thread.h"
 #include "hlo/hlo_internal.h"
 #include "runtime/fused_internal.h"
+#include "runtime/runtime_internal.h"
 #include "tpuc/eager.h"
 
 #define TRY(expr) TPUC_RETURN_IF_ERROR(expr)
@@ -1028,6 +1029,18 @@ static tpuc_status* run_by_ops(fz_seg* s, size_t n, const bool* live) {
     free(left);
     return tpuc_status_make(TPUC_RESOURCE_EXHAUSTED, "out of host memory");
   }
+  /* The nodes' programs that are new compile on helper threads while the
+   * nodes before them run (a first run is compile-bound). */
+  const char** texts = malloc(sizeof *texts * (n ? n : 1));
+  size_t* lens = malloc(sizeof *lens * (n ? n : 1));
+  tpuc_cache_ahead* ahead = NULL;
+  if (texts != NULL && lens != NULL) {
+    for (size_t i = 0; i < n; i++) {
+      texts[i] = s->nodes[i].prog->text;
+      lens[i] = s->nodes[i].prog->len;
+    }
+    ahead = tpuc_cache_ahead_start(s->client, texts, lens, n);
+  }
   tpuc_status* st = NULL;
   for (size_t i = 0; i < n; i++) {
     fz_node* nd = &s->nodes[i];
@@ -1045,6 +1058,7 @@ static tpuc_status* run_by_ops(fz_seg* s, size_t n, const bool* live) {
                       : val[(size_t)(tag / FZ_TAG) * FZ_MAX_OUT + tag % FZ_TAG];
     }
     tpuc_executable* exe = NULL;
+    tpuc_cache_ahead_help(ahead, i);
     st = tpuc_compile(s->client, nd->prog->text, nd->prog->len, NULL, &exe,
                       NULL);
     if (st == NULL)
@@ -1074,6 +1088,9 @@ static tpuc_status* run_by_ops(fz_seg* s, size_t n, const bool* live) {
         tpuc_buffer_release(val[j]);
       }
     }
+  tpuc_cache_ahead_finish(ahead);
+  free(texts);
+  free(lens);
   free(val);
   free(left);
   return st;

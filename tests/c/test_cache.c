@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "runtime/runtime_internal.h"
 #include "tpuc_test.h"
 
 #define NUM_PROGRAMS 12
@@ -421,6 +422,91 @@ static void test_prefetch_loads_successors(void) {
   tpuc_client_destroy(c);
 }
 
+/* Compiling ahead (fused mode's op-by-op runs): helper threads make the
+ * listed programs that are new, each once, while the caller asks for them
+ * in order; each request gets what a plain request would (first use: where
+ * the program came from; then the memory tier), and the counts are a plain
+ * sequence's. A program that fails to compile fails its request. */
+#define AHEAD_FIRST 40
+static void test_compile_ahead(void) {
+  setenv("TPUC_COMPILE_THREADS", "0", 1);
+  tpuc_client* c = new_client(g_dir);
+  TPUC_CHECK(c != NULL);
+  TPUC_CHECK_OK(tpuc_cache_clear(c, true));
+  tpuc_cache_source src;
+  TPUC_CHECK(run_program(c, AHEAD_FIRST, &src) && src == TPUC_CACHE_COMPILED);
+  /* New programs 41-44, 42 twice, 40 already in memory, and one that does
+   * not compile. */
+  static const int order[] = {41, 42, 40, 42, 43, -1, 44};
+  enum { N = sizeof order / sizeof order[0] };
+  char* texts[N];
+  size_t lens[N];
+  for (int i = 0; i < N; i++) {
+    texts[i] = order[i] < 0 ? strdup("module { func.func @main( }")
+                            : program(order[i]);
+    lens[i] = strlen(texts[i]);
+  }
+  /* Turned off: nothing starts. */
+  TPUC_CHECK(tpuc_cache_ahead_start(c, (const char* const*)texts, lens, N) ==
+             NULL);
+  setenv("TPUC_COMPILE_THREADS", "2", 1);
+  tpuc_cache_stats before, s;
+  TPUC_CHECK_OK(tpuc_cache_get_stats(c, &before));
+  tpuc_cache_ahead* a =
+      tpuc_cache_ahead_start(c, (const char* const*)texts, lens, N);
+  unsetenv("TPUC_COMPILE_THREADS");
+  TPUC_CHECK(a != NULL);
+  bool ok = true;
+  for (int i = 0; i < N; i++) {
+    tpuc_cache_ahead_help(a, (size_t)i);
+    tpuc_executable* e = NULL;
+    tpuc_status* st = tpuc_compile(c, texts[i], lens[i], NULL, &e, &src);
+    if (order[i] < 0) {
+      ok &= st != NULL && e == NULL;
+    } else {
+      bool first = order[i] != AHEAD_FIRST && !(order[i] == 42 && i == 3);
+      ok &= st == NULL &&
+            src == (first ? TPUC_CACHE_COMPILED : TPUC_CACHE_MEMORY);
+    }
+    tpuc_status_free(st);
+    if (e != NULL) tpuc_executable_release(e);
+  }
+  tpuc_cache_ahead_finish(a);
+  TPUC_CHECK(ok);
+  TPUC_CHECK_OK(tpuc_cache_get_stats(c, &s));
+  /* 41-44 compiled once each; the failing program tried by a helper and
+   * again by its request. */
+  TPUC_CHECK(s.memory_hits - before.memory_hits == 2);
+  TPUC_CHECK(s.misses - before.misses >= 5 && s.misses - before.misses <= 6);
+  TPUC_CHECK(s.compiled_ahead - before.compiled_ahead >= 1);
+  for (int k = 41; k <= 44; k++)
+    TPUC_CHECK(run_program(c, k, &src) && src == TPUC_CACHE_MEMORY);
+  tpuc_client_destroy(c);
+
+  /* A new process's helpers load the programs from the disk tier: the
+   * first uses are disk hits, one per program. */
+  setenv("TPUC_CACHE_PREFETCH", "0", 1);
+  setenv("TPUC_COMPILE_THREADS", "3", 1);
+  c = new_client(g_dir);
+  unsetenv("TPUC_CACHE_PREFETCH");
+  TPUC_CHECK(c != NULL);
+  a = tpuc_cache_ahead_start(c, (const char* const*)texts, lens, 2);
+  unsetenv("TPUC_COMPILE_THREADS");
+  TPUC_CHECK(a != NULL);
+  for (int i = 0; i < 2; i++) {
+    tpuc_cache_ahead_help(a, (size_t)i);
+    tpuc_executable* e = NULL;
+    TPUC_CHECK_OK(tpuc_compile(c, texts[i], lens[i], NULL, &e, &src));
+    tpuc_executable_release(e);
+    TPUC_CHECK(src == TPUC_CACHE_DISK);
+  }
+  tpuc_cache_ahead_finish(a);
+  TPUC_CHECK_OK(tpuc_cache_get_stats(c, &s));
+  TPUC_CHECK(s.disk_hits == 2 && s.misses == 0 && s.memory_hits == 0);
+  tpuc_client_destroy(c);
+  for (int i = 0; i < N; i++) free(texts[i]);
+}
+
 int main(void) {
   snprintf(g_dir, sizeof g_dir, "/tmp/tpuc-cache-test-%d", (int)getpid());
   static const tpuc_test_case cases[] = {
@@ -433,6 +519,7 @@ int main(void) {
       TPUC_TEST(test_unwritable_folder_falls_back),
       TPUC_TEST(test_prefetch_loads_successors),
       TPUC_TEST(test_records),
+      TPUC_TEST(test_compile_ahead),
   };
   int rc = tpuc_test_run_all(__FILE__, cases, sizeof cases / sizeof cases[0]);
   char cmd[300];

@@ -492,6 +492,31 @@ def test_op_by_op_runs_keep_checks_randomness_and_in_place_updates(monkeypatch):
     assert torch.tpu.fused_stats()["by_ops"] >= 1
 
 
+NEW_PROGRAMS = (
+    "import tpuc\n"
+    "torch.tpu.set_eager_mode('fused')\n"
+    "x = torch.linspace(-2, 2, 391).reshape(17, 23).to('tpu')\n"
+    "y = (x.exp() * 3 - x.tanh()).sigmoid() @ x.t()\n"
+    "z = torch.cat([y.erf(), y.softmax(1), y.cumsum(0)], 1).mean(0)\n"
+    "print(z.cpu().double().numpy().tobytes().hex())\n"
+    "print(torch.tpu.compile_cache_stats()['compiled_ahead'])\n"
+)
+
+
+def test_a_first_runs_new_programs_compile_on_helper_threads(tmp_path):
+    # A segment's op-by-op run hands its new programs to helper threads
+    # (TPUC_COMPILE_THREADS, default one fewer than the CPUs), which compile
+    # them while the ops before them run. Results are the same bits.
+    base = {"TPUC_EAGER_MODE": None, "TPUC_FUSE_AFTER": None, "TPUC_CACHE_PREFETCH": "0"}
+    alone = _child_all(NEW_PROGRAMS, TPUC_CACHE_DIR=str(tmp_path / "a"),
+                       TPUC_COMPILE_THREADS="0", **base).split()
+    helped = _child_all(NEW_PROGRAMS, TPUC_CACHE_DIR=str(tmp_path / "b"),
+                        TPUC_COMPILE_THREADS="2", **base).split()
+    assert alone[0] == helped[0]
+    assert int(alone[1]) == 0
+    assert int(helped[1]) >= 2, helped
+
+
 def test_compiler_flags_have_their_own_disk_cache_entries(tmp_path):
     # XLA's plugins read XLA_FLAGS when they start: a program compiled under
     # other flags is another program, and a process must not load it.
