@@ -92,6 +92,10 @@ typedef struct tpuc_fused_stats {
                                 (TPUC_FUSE_AFTER) */
   uint64_t fuse_after;       /* the run of a segment from which it is
                                 compiled (TPUC_FUSE_AFTER, read now) */
+  uint64_t fuse_after_small; /* ... of a segment whose values are all
+                                small (64 unless TPUC_FUSE_AFTER is set) */
+  uint64_t small_compiled;   /* small segments that reached it (their
+                                program compiled or found) */
   double compile_seconds;
   uint64_t by_reason[TPUC_FUSED_REASONS];
 } tpuc_fused_stats;

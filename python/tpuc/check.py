@@ -97,6 +97,7 @@ class _Recorder:
         self.step_times = []
         self.step_syncs = []
         self.step_compiles = []
+        self.step_small = []  # of them, small segments' (fuse_after_small)
         self.step_fallbacks = []
         self.ops = {} if count_ops else None
         self.fallback_sites = {}
@@ -144,6 +145,8 @@ class _Recorder:
         delta = {k: by_now.get(k, 0) - by_last.get(k, 0) for k in by_now}
         self.step_syncs.append({k: v for k, v in delta.items() if v})
         self.step_compiles.append(stats.get("compiles", 0) - (self.stats_last or {}).get("compiles", 0))
+        self.step_small.append(stats.get("small_compiled", 0) -
+                               (self.stats_last or {}).get("small_compiled", 0))
         fb = tpuc.fallback_report() if self.device == "tpu" else {}
         self.step_fallbacks.append({k: v - self.fallbacks_last.get(k, 0) for k, v in fb.items()
                                     if v - self.fallbacks_last.get(k, 0)})
@@ -410,6 +413,7 @@ def _child(spec_path):
         res["step_times"] = rec.step_times
         res["step_syncs"] = rec.step_syncs
         res["step_compiles"] = rec.step_compiles
+        res["step_small_compiles"] = rec.step_small
         res["step_fallbacks"] = rec.step_fallbacks
         res["fallback_sites"] = rec.fallback_sites
         res["ops"] = rec.ops
@@ -419,7 +423,7 @@ def _child(spec_path):
             res["fallbacks"] = tpuc.fallback_report()
             fs = torch.tpu.fused_stats()
             res["fused"] = {k: fs[k] for k in ("segments", "compiles", "recompiles", "compile_seconds",
-                                                 "fuse_after")
+                                                 "fuse_after", "fuse_after_small", "small_compiled")
                             if k in fs}
             res["fused_log"] = [{k: e[k] for k in ("reason", "ops", "program", "first_op", "last_op",
                                                    "changed")} for e in torch.tpu.fused_log()[-200:]]
@@ -667,11 +671,16 @@ def _judge(ref, tpu, tpu2, census, args):
     # segment op by op until its fuse_after-th run (TPUC_FUSE_AFTER, as the
     # tpu run's runtime read it), and a first step's segments differ from
     # later ones (optimizer state is created), so the loop's own programs
-    # are all compiled by step fuse_after + 1.
-    after = max(1, int((tpu.get("fused") or {}).get("fuse_after") or 1))
+    # are all compiled by step fuse_after + 1 -- a small segment's (all its
+    # values small) by step fuse_after_small + 1.
+    fz = tpu.get("fused") or {}
+    after = max(1, int(fz.get("fuse_after") or 1))
     settle = after + 1 if args.mode == "fused" else 2
+    small_settle = max(1, int(fz.get("fuse_after_small") or after)) + 1 if args.mode == "fused" else 2
     per_c = tpu.get("step_compiles", [])
-    late = sum(per_c[settle:])
+    per_s = tpu.get("step_small_compiles", []) + [0] * len(per_c)
+    late = sum(max(0, c - per_s[i]) for i, c in enumerate(per_c) if i >= settle) + \
+        sum(min(c, per_s[i]) for i, c in enumerate(per_c) if i >= small_settle)
     changed = [e for e in tpu.get("fused_log", []) if e.get("changed")]
     what = "; ".join(f"{e['first_op']}: {e['changed']}" for e in changed[:5])
     checks["recompiles"] = {

@@ -288,6 +288,21 @@ static size_t min_period(void) {
  * The counts are per process and never look at the compile cache, so a
  * run's results do not depend on what an earlier process left there. */
 static size_t fuse_after(void) { return env_size("TPUC_FUSE_AFTER", 3, 1); }
+/* A small segment (every value it makes at most FZ_SMALL_BYTES) gains
+ * little from its program: it saves the op-by-op run's dispatch, about 30
+ * us per op per run on XLA's CPU plugin, against about 6 ms per op to
+ * compile (a tiny BERT forward: op by op 5-10 ms, its programs 2.7 ms,
+ * compiling them 0.9 s), so it pays for itself after a hundred runs or
+ * more. Such segments (a test's tiny models, a decoding step) are compiled
+ * at their FZ_SMALL_AFTER-th near run when TPUC_FUSE_AFTER is not set;
+ * TPUC_FUSE_AFTER set applies to every segment. */
+#define FZ_SMALL_BYTES (256 * 1024)
+#define FZ_SMALL_AFTER 64
+static size_t fuse_after_for(bool small) {
+  const char* v = getenv("TPUC_FUSE_AFTER");
+  bool set = v != NULL && *v != '\0';
+  return small && !set ? FZ_SMALL_AFTER : fuse_after();
+}
 static size_t fuse_near(void) { return env_size("TPUC_FUSE_NEAR", 64, 1); }
 #define FZ_FAR_RUNS 4
 
@@ -307,8 +322,7 @@ static uint64_t g_nsegs; /* segments run so far (under g_mu) */
 
 /* Counts one more run of segment `key` with no program; returns whether
  * this run compiles it. */
-static bool fuse_now(tpuc_fingerprint key) {
-  size_t after = fuse_after();
+static bool fuse_now(tpuc_fingerprint key, size_t after) {
   if (after <= 1) return true;
   size_t mask = FZ_SEEN_CAP - 1, i = (size_t)key.lo & mask;
   for (; g_seen[i].runs != 0; i = (i + 1) & mask)
@@ -327,6 +341,15 @@ static bool fuse_now(tpuc_fingerprint key) {
   g_seen[i] = (fz_seen){key, 1, 1, g_nsegs};
   g_nseen++;
   return false;
+}
+
+/* Whether every value nodes [0, n) make is small (fuse_after_for). */
+static bool seg_small(const fz_seg* s, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    for (uint32_t k = 0; k < s->nodes[i].nout; k++)
+      if (tpuc_buffer_byte_size(s->nodes[i].out[k]) > FZ_SMALL_BYTES)
+        return false;
+  return true;
 }
 
 static void on_client_destroy(tpuc_client* client, void* user);
@@ -1195,7 +1218,14 @@ static tpuc_status* run_prefix(fz_seg* s, size_t n, tpuc_fused_reason why) {
      * depend on what an earlier process compiled. A graph capture stays one
      * program. */
     g_nsegs++;
-    bool by_ops = exe == NULL && !s->capturing && !fuse_now(key);
+    bool small = exe == NULL && !s->capturing && seg_small(s, n);
+    bool by_ops = exe == NULL && !s->capturing &&
+                  !fuse_now(key, fuse_after_for(small));
+    if (small && !by_ops) {
+      slock();
+      g_stats.small_compiled++;
+      sunlock();
+    }
     /* A step boundary or the size limit: nobody waits for the results, so
      * the program is compiled and run in the background -- when it is not
      * in the program table yet, or when an input is still being computed
@@ -1957,6 +1987,7 @@ void tpuc_fused_get_stats(tpuc_fused_stats* out) {
   *out = g_stats;
   sunlock();
   out->fuse_after = fuse_after();
+  out->fuse_after_small = fuse_after_for(true);
 }
 
 uint64_t tpuc_fused_pending(void) {

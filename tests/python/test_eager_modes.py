@@ -407,7 +407,8 @@ def _runs(out):
 
 
 def test_a_segment_runs_op_by_op_first_and_is_compiled_when_it_runs_again(tmp_path):
-    env = {"TPUC_CACHE_DIR": str(tmp_path), "TPUC_EAGER_MODE": "fused", "TPUC_FUSE_AFTER": None}
+    # TPUC_FUSE_AFTER set: every segment, small ones too (this one is).
+    env = {"TPUC_CACHE_DIR": str(tmp_path), "TPUC_EAGER_MODE": "fused", "TPUC_FUSE_AFTER": "3"}
     out = _child_all(FIRST_RUNS, **env)
     programs, (by_ops, compiles, disk) = _runs(out)
     assert programs == ["op by op", "op by op", "compiled"], out
@@ -418,6 +419,37 @@ def test_a_segment_runs_op_by_op_first_and_is_compiled_when_it_runs_again(tmp_pa
     programs, (by_ops, compiles, disk) = _runs(_child_all(FIRST_RUNS, **env))
     assert programs == ["op by op", "op by op", "compile cache (disk)"], programs
     assert (by_ops, compiles, disk) == ("2", "0", "1")
+
+
+SMALL_AND_LARGE = (
+    "import tpuc\n"
+    "def f(x):\n"
+    "    return ((x * 0.5).exp() @ x.t()).tanh().sum(0)\n"
+    "for rows, cols in ((3, 4), (300, 256)):\n"
+    "    x = torch.linspace(-1, 1, rows * cols, device='tpu').reshape(rows, cols)\n"
+    "    want = f(x.cpu())\n"
+    "    runs = []\n"
+    "    for _ in range(70):\n"
+    "        torch.testing.assert_close(f(x).cpu(), want)\n"
+    "        runs.append(torch.tpu.fused_log()[-1]['program'])\n"
+    "    first = runs.index('compiled') + 1\n"
+    "    print(first, sorted(set(runs[first:])))\n"
+    "s = torch.tpu.fused_stats()\n"
+    "print(s['fuse_after'], s['fuse_after_small'], s['small_compiled'])\n"
+)
+
+
+def test_small_segments_are_compiled_only_when_a_loop_runs_them_often(tmp_path):
+    # A segment whose values are all small (at most 256 KiB) saves little
+    # per run with its program and costs as much to compile: it runs op by
+    # op until its 64th run in a loop. A large one compiles at its third.
+    env = {"TPUC_CACHE_DIR": str(tmp_path), "TPUC_EAGER_MODE": "fused", "TPUC_FUSE_AFTER": None}
+    out = _child_all(SMALL_AND_LARGE, **env).splitlines()
+    assert out == ["64 ['program table']", "3 ['program table']", "3 64 1"], out
+    # TPUC_FUSE_AFTER set holds for every segment.
+    out = _child_all(SMALL_AND_LARGE, **dict(env, TPUC_FUSE_AFTER="5",
+                                             TPUC_CACHE_DIR=str(tmp_path / "b"))).splitlines()
+    assert out == ["5 ['program table']", "5 ['program table']", "5 5 1"], out
 
 
 @pytest.mark.parametrize("after", ["1", "2"])
@@ -447,7 +479,7 @@ def test_a_segment_that_recurs_only_far_apart_is_compiled_late(tmp_path):
     # Runs separated by more segments than TPUC_FUSE_NEAR (as each step of a
     # generate whose cache grows recurs only with the next call) go op by op
     # until the segment's 4 x TPUC_FUSE_AFTER-th run.
-    env = {"TPUC_CACHE_DIR": str(tmp_path), "TPUC_EAGER_MODE": "fused", "TPUC_FUSE_AFTER": None,
+    env = {"TPUC_CACHE_DIR": str(tmp_path), "TPUC_EAGER_MODE": "fused", "TPUC_FUSE_AFTER": "3",
            "TPUC_FUSE_NEAR": "4"}
     programs = _child_all(FAR_RUNS, **env).splitlines()
     assert programs == ["op by op"] * 11 + ["compiled", "program table"], programs
@@ -564,7 +596,9 @@ def test_a_loop_with_a_short_body_is_cut_every_few_iterations(monkeypatch, body)
     of its body from 16 ops on, and those segments replay one program. It
     used to grow to the size limit: a 4096-op program that XLA took 82 s to
     compile for 40,000 column copies."""
-    monkeypatch.delenv("TPUC_FUSE_AFTER")
+    # Compiled at the third run (the default for all but small segments;
+    # these are small).
+    monkeypatch.setenv("TPUC_FUSE_AFTER", "3")
     torch.manual_seed(0)
     src = torch.rand(5, 300, 3)
     idx = torch.randint(0, 40, (300,)).tolist()

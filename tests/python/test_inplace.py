@@ -195,7 +195,8 @@ def _lookups():
     return st["misses"] + st["memory_hits"] + st["disk_hits"]
 
 
-def test_scalars_do_not_recompile():
+def test_scalars_do_not_recompile(monkeypatch):
+    monkeypatch.setenv("TPUC_FUSE_AFTER", "3")  # small segments too
     # x.add_(0.5) and x.add_(0.7) share one executable: scalars are program
     # arguments, never part of the cache key.
     with torch.tpu.eager_mode("strict"):

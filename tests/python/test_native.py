@@ -116,12 +116,13 @@ def test_matmul_errors_match_cpu():
 
 
 @pytest.mark.parametrize("mode", ["strict", "fused"])
-def test_scalar_values_share_an_executable(mode):
+def test_scalar_values_share_an_executable(mode, monkeypatch):
+    monkeypatch.setenv("TPUC_FUSE_AFTER", "3")  # small segments too
     with torch.tpu.eager_mode(mode):
         x = torch.randn(7, 3, device="tpu")
         torch.tpu.synchronize()
         # Fused mode runs a new segment op by op first and compiles it at
-        # its third run (TPUC_FUSE_AFTER, default 3): warm up three times.
+        # its third run (TPUC_FUSE_AFTER=3): warm up three times.
         for _ in range(3):
             (x * 0.5).cpu()
         before = tpuc._C.compile_cache_stats()
