@@ -286,9 +286,9 @@ static size_t min_period(void) {
  * grows is a new shape, so its segments recur only with the next call,
  * a hundred segments later. Read at each use: a test may change them.
  * The counts are per process and never look at the compile cache, so a
- * run's results do not depend on what an earlier process left there. */
-static size_t fuse_after(void) { return env_size("TPUC_FUSE_AFTER", 3, 1); }
-/* A small segment (every value it makes at most FZ_SMALL_BYTES) gains
+ * run's results do not depend on what an earlier process left there.
+ *
+ * A small segment (every value it makes at most FZ_SMALL_BYTES) gains
  * little from its program: it saves the op-by-op run's dispatch, about 30
  * us per op per run on XLA's CPU plugin, against about 6 ms per op to
  * compile (a tiny BERT forward: op by op 5-10 ms, its programs 2.7 ms,
@@ -299,10 +299,10 @@ static size_t fuse_after(void) { return env_size("TPUC_FUSE_AFTER", 3, 1); }
 #define FZ_SMALL_BYTES (256 * 1024)
 #define FZ_SMALL_AFTER 64
 static size_t fuse_after_for(bool small) {
-  const char* v = getenv("TPUC_FUSE_AFTER");
-  bool set = v != NULL && *v != '\0';
-  return small && !set ? FZ_SMALL_AFTER : fuse_after();
+  size_t set = env_size("TPUC_FUSE_AFTER", 0, 1); /* 0: unset or invalid */
+  return set ? set : small ? FZ_SMALL_AFTER : 3;
 }
+static size_t fuse_after(void) { return fuse_after_for(false); }
 static size_t fuse_near(void) { return env_size("TPUC_FUSE_NEAR", 64, 1); }
 #define FZ_FAR_RUNS 4
 
@@ -1218,13 +1218,15 @@ static tpuc_status* run_prefix(fz_seg* s, size_t n, tpuc_fused_reason why) {
      * depend on what an earlier process compiled. A graph capture stays one
      * program. */
     g_nsegs++;
-    bool small = exe == NULL && !s->capturing && seg_small(s, n);
-    bool by_ops = exe == NULL && !s->capturing &&
-                  !fuse_now(key, fuse_after_for(small));
-    if (small && !by_ops) {
-      slock();
-      g_stats.small_compiled++;
-      sunlock();
+    bool by_ops = false;
+    if (exe == NULL && !s->capturing) {
+      bool small = seg_small(s, n);
+      by_ops = !fuse_now(key, fuse_after_for(small));
+      if (small && !by_ops) {
+        slock();
+        g_stats.small_compiled++;
+        sunlock();
+      }
     }
     /* A step boundary or the size limit: nobody waits for the results, so
      * the program is compiled and run in the background -- when it is not
