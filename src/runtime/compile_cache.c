@@ -1033,16 +1033,18 @@ struct tpuc_cache_ahead {
   int nthreads;
 };
 
-/* TPUC_COMPILE_THREADS, else one fewer than the CPUs this process may run
- * on (the caller compiles too). */
+/* TPUC_COMPILE_THREADS, else (unset or not a count, as the other TPUC_
+ * sizes) one fewer than the CPUs this process may run on (the caller
+ * compiles too). */
 static int ahead_threads(void) {
   const char* env = getenv("TPUC_COMPILE_THREADS");
-  long n;
+  long n = -1;
   if (env != NULL && env[0] != '\0') {
     char* end = NULL;
     n = strtol(env, &end, 10);
-    if (end == env || *end != '\0' || n < 0) n = 0;
-  } else {
+    if (end == env || *end != '\0') n = -1;
+  }
+  if (n < 0) {
     cpu_set_t set;
     n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) - 1 : 0;
   }

@@ -503,6 +503,24 @@ static void test_compile_ahead(void) {
   tpuc_cache_ahead_finish(a);
   TPUC_CHECK_OK(tpuc_cache_get_stats(c, &s));
   TPUC_CHECK(s.disk_hits == 2 && s.misses == 0 && s.memory_hits == 0);
+
+  /* A value that is not a count is the default, as an unset one: helpers
+   * start exactly when they do without it (one fewer than the CPUs). */
+  static const char* const odd[] = {"abc", "-1", "2x"};
+  cpu_set_t cpus;
+  bool helpers =
+      sched_getaffinity(0, sizeof cpus, &cpus) == 0 && CPU_COUNT(&cpus) > 1;
+  for (int v = 0; v < (int)(sizeof odd / sizeof odd[0]); v++) {
+    char* fresh[2] = {program(70 + 2 * v), program(71 + 2 * v)};
+    size_t flen[2] = {strlen(fresh[0]), strlen(fresh[1])};
+    setenv("TPUC_COMPILE_THREADS", odd[v], 1);
+    a = tpuc_cache_ahead_start(c, (const char* const*)fresh, flen, 2);
+    unsetenv("TPUC_COMPILE_THREADS");
+    TPUC_CHECK((a != NULL) == helpers);
+    tpuc_cache_ahead_finish(a);
+    free(fresh[0]);
+    free(fresh[1]);
+  }
   tpuc_client_destroy(c);
   for (int i = 0; i < N; i++) free(texts[i]);
 }
