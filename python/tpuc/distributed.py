@@ -88,10 +88,46 @@ def register():
         return
     if BACKEND.upper() not in dist.Backend._plugins:
         dist.Backend.register_backend(BACKEND, _create, extended_api=True, devices=["tpu"])
+    _gloo_takes_tpu(dist)
     import atexit
 
     atexit.register(_at_exit)
     _registered = True
+
+
+def _gloo_takes_tpu(dist):
+    """A group created with the plain backend name ``gloo``
+    (``init_process_group("gloo")``, ``new_group(backend="gloo")``) also
+    takes tpu tensors, through a tpu backend of its own, as such a group
+    takes CUDA tensors where CUDA is: programs and tests that hard-code
+    Gloo (transformers' tensor-parallel tests do) run on tpu unchanged.
+    ``get_backend()`` still says ``gloo``. PyTorch maps a plain backend name
+    to the devices in ``Backend.backend_capability``, which has no room for
+    a second backend on another device, so its BackendConfig is extended
+    here; the upstream change that would make this unnecessary is a
+    per-device fallback backend in ``Backend.default_device_backend_map``
+    used for devices the named backend does not take."""
+    c10d = dist.distributed_c10d
+    base = c10d.BackendConfig
+    if getattr(base, "_tpuc_gloo", False):
+        return
+
+    class BackendConfig(base):
+        _tpuc_gloo = True
+        __doc__ = base.__doc__
+
+        def __init__(self, backend):
+            super().__init__(backend)
+            if str(backend).lower() == "gloo" and "tpu" not in self.device_backend_map and torch.tpu.is_available():
+                self.device_backend_map["tpu"] = dist.Backend(BACKEND)
+                # With two backends each device gets its own: no Gloo
+                # context for a CUDA that is not there.
+                if not torch.cuda.is_available():
+                    self.device_backend_map.pop("cuda", None)
+
+    BackendConfig.__name__ = BackendConfig.__qualname__ = base.__name__
+    BackendConfig.__module__ = base.__module__
+    c10d.BackendConfig = BackendConfig
 
 
 def _at_exit():

@@ -174,10 +174,12 @@ def gloo_too(dtype):
 # ---------------------------------------------------------------------------
 
 
-def collectives(rank, size, dtypes=None):
+def collectives(rank, size, dtypes=None, backend=None):
     """Every ProcessGroup operation on tpu tensors against the result
     computed from every rank's input here, and against Gloo's on CPU tensors
-    where Gloo takes the dtype."""
+    where Gloo takes the dtype. `backend`: what get_backend() must say."""
+    if backend is not None:
+        assert dist.get_backend() == backend, dist.get_backend()
     dtypes = DTYPES if dtypes is None else [getattr(torch, d) if isinstance(d, str) else d for d in dtypes]
     dev = torch.device("tpu", torch.tpu.current_device())
     checked = 0
@@ -765,6 +767,61 @@ def sequence_parallel(rank, size):
         grad = p.grad.full_tensor() if hasattr(p.grad, "full_tensor") else p.grad
         torch.testing.assert_close(grad.cpu(), dict(ref.named_parameters())[name].grad, atol=1e-5, rtol=1e-4, msg=name)
     return True
+
+
+def hf_tensor_parallel(rank, size, path):
+    """Hugging Face's own tensor parallelism (``from_pretrained`` with
+    ``DistributedConfig(tp_size=...)``: its model's TP plan over a tpu
+    device mesh) on a tiny Qwen2: sharded weights, and logits, loss,
+    gradients and greedy tokens against the same checkpoint unsharded on
+    this rank's device."""
+    from torch.distributed.tensor import DTensor
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+    from transformers.distributed.configuration_utils import DistributedConfig
+
+    if rank == 0:
+        cfg = Qwen2Config(
+            vocab_size=128,
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            max_position_embeddings=128,
+        )
+        with _seeded(11):
+            Qwen2ForCausalLM(cfg).save_pretrained(path)
+    dist.barrier()
+    tp = Qwen2ForCausalLM.from_pretrained(path, distributed_config=DistributedConfig(tp_size=size))
+    dev = tp.device
+    assert dev.type == "tpu", dev
+    ref = Qwen2ForCausalLM.from_pretrained(path).to(dev)
+    full = dict(ref.named_parameters())
+    # Sharded weights are DTensors whose local part is this rank's share.
+    sharded = [n for n, p in tp.named_parameters() if isinstance(p, DTensor) and any(pl.is_shard() for pl in p.placements)]
+    assert any("q_proj" in n for n in sharded) and any("o_proj" in n for n in sharded), sharded
+    for n in sharded:
+        p = tp.get_parameter(n)
+        assert p.to_local().numel() * size == full[n].numel(), (n, p.to_local().shape)
+    g = torch.Generator().manual_seed(12)
+    ids = torch.randint(0, 128, (2, 16), generator=g).to(dev)
+    labels = torch.randint(0, 128, (2, 16), generator=g).to(dev)
+    with torch.no_grad():
+        torch.testing.assert_close(tp(ids).logits.cpu(), ref(ids).logits.cpu(), atol=1e-5, rtol=1e-5)
+    loss_tp, loss = tp(ids, labels=labels).loss, ref(ids, labels=labels).loss
+    torch.testing.assert_close(loss_tp.cpu(), loss.cpu(), atol=1e-5, rtol=1e-5)
+    loss_tp.backward()
+    loss.backward()
+    checked = 0
+    for n, p in tp.named_parameters():
+        got = p.grad.full_tensor() if isinstance(p.grad, DTensor) else p.grad
+        torch.testing.assert_close(got.cpu(), full[n].grad.cpu(), atol=2e-5, rtol=1e-4, msg=n)
+        checked += 1
+    prompt = ids[:, :4]
+    out_tp = tp.generate(prompt, max_new_tokens=8, do_sample=False)
+    out = ref.generate(prompt, max_new_tokens=8, do_sample=False)
+    assert out_tp.cpu().tolist() == out.cpu().tolist(), (out_tp, out)
+    return {"sharded": len(sharded), "grads": checked, "tokens": out_tp.shape[1]}
 
 
 def reinit(rank, size, ports):

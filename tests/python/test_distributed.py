@@ -111,6 +111,14 @@ def test_collectives_two_processes():
     assert res[0] == res[1] > 0
 
 
+def test_a_gloo_group_takes_tpu_tensors():
+    # init_process_group("gloo") as CUDA programs (and transformers' tests)
+    # write it: tpu tensors go through a tpu backend of the group, CPU
+    # tensors through Gloo, and the group still says it is Gloo's.
+    res = launch("collectives", 2, args={"dtypes": ["int32", "float32", "bfloat16"], "backend": "gloo"}, env={"TPUC_TEST_BACKEND": "gloo"})
+    assert res[0] == res[1] > 0
+
+
 def test_collectives_four_processes():
     res = launch("collectives", 4, args={"dtypes": ["bool", "int16", "uint64", "bfloat16", "float32", "complex64"]})
     assert len(res) == 4 and len(set(res)) == 1
@@ -305,6 +313,17 @@ def test_accelerate_launch_and_trainer_with_ddp(tmp_path):
     one = _trainer_lines(_run([sys.executable, script, str(tmp_path / "one")]))[0]
     assert one["device"] == "tpu:0" and one["world"] == 1, one
     assert one["weights"] != ranks[0]["weights"]
+
+
+@pytest.mark.parametrize("backend", ["tpu", "gloo"])
+def test_hugging_face_tensor_parallel(tmp_path, backend):
+    # transformers' own TP (DistributedConfig(tp_size=2)) in a process group
+    # named for tpu, and in the Gloo group transformers' own TP tests
+    # create: sharded weights give the unsharded model's logits, loss,
+    # gradients and greedy tokens.
+    ranks = launch("hf_tensor_parallel", 2, {"path": str(tmp_path / "qwen2")}, env={"TPUC_TEST_BACKEND": backend})
+    for r in ranks:
+        assert r["sharded"] >= 8 and r["grads"] > r["sharded"] and r["tokens"] == 12, r
 
 
 def test_sequence_parallel():
