@@ -50,7 +50,7 @@ SKIPLIST = ROOT / "tests" / "upstream" / "skiplist.txt"
 # decoders with generation, encoder-decoders, vision, vision-text, speech).
 TRANSFORMERS_MODELS = ["bert", "gpt2", "llama", "t5", "vit",
                        "distilbert", "roberta", "deberta_v2", "clip", "resnet", "mistral", "bart",
-                       "whisper"]
+                       "whisper", "qwen2", "qwen3", "gemma", "mixtral"]
 SUITES = {
     "transformers": [f"tests/models/{m}/test_modeling_{m}.py" for m in TRANSFORMERS_MODELS],
     "pytorch": ["test/test_view_ops.py", "test/test_indexing.py", "test/test_shape_ops.py"],
