@@ -56,6 +56,7 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "common/env.h"
 #include "common/thread.h"
 #include "pjrt/internal.h"
 #include "runtime/runtime_internal.h"
@@ -1033,20 +1034,15 @@ struct tpuc_cache_ahead {
   int nthreads;
 };
 
-/* TPUC_COMPILE_THREADS, else (unset or not a count, as the other TPUC_
- * sizes) one fewer than the CPUs this process may run on (the caller
- * compiles too). */
+/* TPUC_COMPILE_THREADS, else one fewer than the CPUs this process may run
+ * on (the caller compiles too). */
 static int ahead_threads(void) {
-  const char* env = getenv("TPUC_COMPILE_THREADS");
-  long n = -1;
-  if (env != NULL && env[0] != '\0') {
-    char* end = NULL;
-    n = strtol(env, &end, 10);
-    if (end == env || *end != '\0') n = -1;
-  }
-  if (n < 0) {
+  size_t n = tpuc_env_size("TPUC_COMPILE_THREADS", SIZE_MAX, 0);
+  if (n == SIZE_MAX) {
     cpu_set_t set;
-    n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) - 1 : 0;
+    n = sched_getaffinity(0, sizeof set, &set) == 0
+            ? (size_t)CPU_COUNT(&set) - 1
+            : 0;
   }
   return n > AHEAD_MAX_THREADS ? AHEAD_MAX_THREADS : (int)n;
 }

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "common/clock.h"
+#include "common/env.h"
 #include "common/fingerprint.h"
 #include "common/thread.h"
 #include "hlo/hlo_internal.h"
@@ -248,25 +249,16 @@ static void lock(void) {
 }
 static void unlock(void) { pthread_mutex_unlock(&g_mu); }
 
-static size_t env_size(const char* name, size_t dflt, size_t lo) {
-  const char* v = getenv(name);
-  if (v == NULL || *v == '\0') return dflt;
-  char* end = NULL;
-  unsigned long long n = strtoull(v, &end, 10);
-  if (end == v || n < lo) return dflt;
-  return (size_t)n;
-}
-
 static size_t max_ops(void) {
   static size_t n = 0;
-  if (n == 0) n = env_size("TPUC_FUSED_MAX_OPS", 4096, 2);
+  if (n == 0) n = tpuc_env_size("TPUC_FUSED_MAX_OPS", 4096, 2);
   return n;
 }
 
 /* The shortest op sequence counted as a repeat (a step). */
 static size_t min_period(void) {
   static size_t n = 0;
-  if (n == 0) n = env_size("TPUC_FUSED_MIN_PERIOD", 16, 2);
+  if (n == 0) n = tpuc_env_size("TPUC_FUSED_MIN_PERIOD", 16, 2);
   return n;
 }
 #define FZ_WINDOW 4
@@ -299,11 +291,13 @@ static size_t min_period(void) {
 #define FZ_SMALL_BYTES (256 * 1024)
 #define FZ_SMALL_AFTER 64
 static size_t fuse_after_for(bool small) {
-  size_t set = env_size("TPUC_FUSE_AFTER", 0, 1); /* 0: unset or invalid */
+  size_t set = tpuc_env_size("TPUC_FUSE_AFTER", 0, 1); /* 0: unset or invalid */
   return set ? set : small ? FZ_SMALL_AFTER : 3;
 }
 static size_t fuse_after(void) { return fuse_after_for(false); }
-static size_t fuse_near(void) { return env_size("TPUC_FUSE_NEAR", 64, 1); }
+static size_t fuse_near(void) {
+  return tpuc_env_size("TPUC_FUSE_NEAR", 64, 1);
+}
 #define FZ_FAR_RUNS 4
 
 /* Runs of each segment key so far that had no program (under g_mu): all

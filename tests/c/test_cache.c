@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/env.h"
 #include "runtime/runtime_internal.h"
 #include "tpuc_test.h"
 
@@ -525,6 +526,29 @@ static void test_compile_ahead(void) {
   for (int i = 0; i < N; i++) free(texts[i]);
 }
 
+/* Every TPUC_ count is read by tpuc_env_size: all digits and at least the
+ * least value, else the default. */
+static void test_env_sizes(void) {
+  static const struct {
+    const char* v;
+    size_t want;
+  } cases[] = {{NULL, 7}, {"", 7},   {"12", 12}, {"2", 2},   {"1", 7},
+               {"0", 7},  {"2x", 7}, {"-1", 7},  {" 3", 7},  {"+3", 7},
+               {"abc", 7}, {"99999999999999999999999", 7}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    if (cases[i].v == NULL)
+      unsetenv("TPUC_TEST_SIZE");
+    else
+      setenv("TPUC_TEST_SIZE", cases[i].v, 1);
+    size_t got = tpuc_env_size("TPUC_TEST_SIZE", 7, 2);
+    if (got != cases[i].want)
+      fprintf(stderr, "TPUC_TEST_SIZE=%s: %zu, want %zu\n",
+              cases[i].v ? cases[i].v : "(unset)", got, cases[i].want);
+    TPUC_CHECK(got == cases[i].want);
+  }
+  unsetenv("TPUC_TEST_SIZE");
+}
+
 int main(void) {
   snprintf(g_dir, sizeof g_dir, "/tmp/tpuc-cache-test-%d", (int)getpid());
   static const tpuc_test_case cases[] = {
@@ -538,6 +562,7 @@ int main(void) {
       TPUC_TEST(test_prefetch_loads_successors),
       TPUC_TEST(test_records),
       TPUC_TEST(test_compile_ahead),
+      TPUC_TEST(test_env_sizes),
   };
   int rc = tpuc_test_run_all(__FILE__, cases, sizeof cases / sizeof cases[0]);
   char cmd[300];
