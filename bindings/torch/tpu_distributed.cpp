@@ -957,9 +957,10 @@ class TpuBackend : public c10d::Backend {
     std::string what = describe_head(h.data(), getSize());
     tpuc_buffer* result = nullptr;
     if (st == nullptr) {
-      tpuc_fused_cut(client(), tpu_index(in), TPUC_FUSED_COLLECTIVE);
-      st = tpuc_group_run(group_, text, len, what.c_str(), arg, timeout_ms,
-                          &result);
+      // In fused mode the ops recorded before it may run with it.
+      tpuc_hlo_type type = tpuc_hlo_type_make(out_type, &out_count, 1);
+      st = tpuc_fused_group_run(group_, text, len, &type, what.c_str(), arg,
+                                timeout_ms, &result);
     }
     free(text);
     tpuc_buffer_release(arg);

@@ -83,10 +83,14 @@ struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
                   std::chrono::steady_clock::now().time_since_epoch())
                   .count();
     }
-    // Work recorded by fused mode starts before the mark (a service
-    // thread recorded none: its mark covers what was issued).
+    // Work recorded by fused mode on the event's device starts before the
+    // mark (a service thread recorded none: its mark covers what was
+    // issued). Other devices' segments are left alone: an event orders
+    // its own device's work, and on ranks that are threads, cutting
+    // another rank's segment at a random op would keep its collectives
+    // from running with the ops before them (tpuc_fused_group_run).
     if (!e->timing && !is_service_thread())
-      check(tpuc_fused_flush(client(), TPUC_FUSED_SYNC));
+      check(tpuc_fused_flush_device(client(), e->device, TPUC_FUSED_SYNC));
     check(tpuc_client_mark(client(), &e->mark));
     e->recorded = true;
   }
@@ -120,11 +124,12 @@ struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   void synchronizeDevice(const c10::DeviceIndex) const override {
     if (runtime_ready()) synchronize_all();
   }
-  bool queryStream(const c10::Stream&) const override {
+  bool queryStream(const c10::Stream& stream) const override {
     if (!runtime_ready()) return true;
     uint64_t mark = 0;
     bool done = false;
-    check(tpuc_fused_flush(client(), TPUC_FUSED_SYNC));
+    check(tpuc_fused_flush_device(client(), stream.device_index(),
+                                  TPUC_FUSED_SYNC));
     check(tpuc_client_mark(client(), &mark));
     check(tpuc_client_mark_done(client(), mark, &done));
     return done;

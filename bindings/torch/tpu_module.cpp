@@ -143,6 +143,7 @@ py::dict fused_stats() {
   d["fuse_after"] = s.fuse_after;
   d["fuse_after_small"] = s.fuse_after_small;
   d["small_compiled"] = s.small_compiled;
+  d["group_segments"] = s.group_segments;
   d["compile_seconds"] = s.compile_seconds;
   py::dict why;
   for (int r = 0; r < TPUC_FUSED_REASONS; r++)

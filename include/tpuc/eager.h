@@ -17,7 +17,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tpuc/buffer.h"
 #include "tpuc/client.h"
+#include "tpuc/group.h"
+#include "tpuc/hlo.h"
 #include "tpuc/status.h"
 
 #ifdef __cplusplus
@@ -65,6 +68,10 @@ const char* tpuc_fused_reason_name(tpuc_fused_reason reason);
 /* Runs everything recorded for `client` (all clients when NULL) and waits
  * for it; reports an error of a recorded op that was not reported yet. */
 tpuc_status* tpuc_fused_flush(tpuc_client* client, tpuc_fused_reason reason);
+/* tpuc_fused_flush of what `device` recorded (-1: every device); what the
+ * background thread has is waited for all the same. */
+tpuc_status* tpuc_fused_flush_device(tpuc_client* client, int device,
+                                     tpuc_fused_reason reason);
 
 /* Starts what is recorded for `device` of `client` without waiting for
  * it: the segment is cut there (a step-boundary cut: compiled and run on
@@ -73,6 +80,18 @@ tpuc_status* tpuc_fused_flush(tpuc_client* client, tpuc_fused_reason reason);
  * run surface at the next flush. */
 tpuc_status* tpuc_fused_cut(tpuc_client* client, int device,
                             tpuc_fused_reason reason);
+
+/* tpuc_group_run (tpuc/group.h) for the calling rank, with what it
+ * recorded: in fused mode, when `arg` is a value the rank's open segment
+ * computes, the segment and the collective (program `text`, result type
+ * `out_type`) run as ONE program across the ranks, if every rank's
+ * segment is the same and has recurred as a segment must before it is
+ * compiled (TPUC_FUSE_AFTER); else the segment is cut and the collective
+ * runs alone. Errors as tpuc_group_run's. */
+tpuc_status* tpuc_fused_group_run(tpuc_group* group, const char* text,
+                                  size_t len, const tpuc_hlo_type* out_type,
+                                  const char* what, tpuc_buffer* arg,
+                                  int64_t timeout_ms, tpuc_buffer** out);
 
 typedef struct tpuc_fused_stats {
   uint64_t ops_recorded;
@@ -96,6 +115,9 @@ typedef struct tpuc_fused_stats {
                                 small (64 unless TPUC_FUSE_AFTER is set) */
   uint64_t small_compiled;   /* small segments that reached it (their
                                 program compiled or found) */
+  uint64_t group_segments;   /* segments run with a collective as one
+                                program across a group's ranks (each
+                                rank counts its own) */
   double compile_seconds;
   uint64_t by_reason[TPUC_FUSED_REASONS];
 } tpuc_fused_stats;

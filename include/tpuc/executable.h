@@ -83,10 +83,12 @@ tpuc_status* tpuc_execute(tpuc_executable* exe, int device,
  * `args` holds num_args buffers per replica, replica after replica (each
  * replica's on its own device), and `outputs` receives num_outputs new
  * buffers per replica the same way. Collective ops in the program
- * (all_reduce, all_gather, ...) run across the replicas. No donation. */
+ * (all_reduce, all_gather, ...) run across the replicas. `donate` (may be
+ * NULL) is per argument position, for every replica, as tpuc_execute's. */
 tpuc_status* tpuc_execute_replicated(tpuc_executable* exe,
                                      tpuc_buffer* const* args, size_t num_args,
-                                     tpuc_buffer** outputs, size_t num_outputs);
+                                     const bool* donate, tpuc_buffer** outputs,
+                                     size_t num_outputs);
 /* The number of replicas `exe` runs as (1 for an ordinary program) and the
  * addressable device of replica `r`. */
 size_t tpuc_executable_num_replicas(const tpuc_executable* exe);

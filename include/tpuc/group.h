@@ -29,6 +29,7 @@ tpuc_status* tpuc_group_join(tpuc_client* client, const char* key, int size,
 void tpuc_group_leave(tpuc_group* group);
 
 int tpuc_group_size(const tpuc_group* group);
+tpuc_client* tpuc_group_client(const tpuc_group* group);
 int tpuc_group_rank(const tpuc_group* group);
 /* The device of rank `rank` (-1 before that rank joined). */
 int tpuc_group_device(const tpuc_group* group, int rank);

@@ -304,7 +304,7 @@ done:
 
 tpuc_status* tpuc_execute_replicated(tpuc_executable* e,
                                      tpuc_buffer* const* args, size_t num_args,
-                                     tpuc_buffer** outputs,
+                                     const bool* donate, tpuc_buffer** outputs,
                                      size_t num_outputs) {
   if (e == NULL)
     return tpuc_status_make(TPUC_INVALID_ARGUMENT, "executable is NULL");
@@ -331,9 +331,10 @@ tpuc_status* tpuc_execute_replicated(tpuc_executable* e,
   PJRT_Buffer* const** arg_lists = malloc(sizeof *arg_lists * n);
   PJRT_Buffer*** out_lists = malloc(sizeof *out_lists * n);
   PJRT_Event** done = calloc(n, sizeof *done);
+  int64_t* keep = malloc(sizeof *keep * (num_args + 1));
   tpuc_status* st = NULL;
   if (in == NULL || out == NULL || arg_lists == NULL || out_lists == NULL ||
-      done == NULL) {
+      done == NULL || keep == NULL) {
     st = tpuc_status_make(TPUC_RESOURCE_EXHAUSTED, "out of host memory");
     goto done;
   }
@@ -342,8 +343,15 @@ tpuc_status* tpuc_execute_replicated(tpuc_executable* e,
     arg_lists[r] = in + r * num_args;
     out_lists[r] = out + r * num_outputs;
   }
+  /* The inputs given to an output, the same for every replica. */
+  size_t num_keep = 0;
+  for (size_t i = 0; i < num_args; i++)
+    if (donate == NULL || !donate[i] || e->input_alias[i] < 0)
+      keep[num_keep++] = (int64_t)i;
   PJRT_ExecuteOptions opts = {0};
   opts.struct_size = sizeof opts;
+  opts.non_donatable_input_indices = keep;
+  opts.num_non_donatable_input_indices = num_keep;
   PJRT_LoadedExecutable_Execute_Args a = {0};
   a.struct_size = sizeof a;
   a.executable = e->pjrt;
@@ -377,5 +385,6 @@ done:
   free(arg_lists);
   free(out_lists);
   free(done);
+  free(keep);
   return st;
 }

@@ -204,6 +204,10 @@ typedef struct fz_seg {
   tpuc_buffer** rng_bufs;
   uint64_t (*rng_vals)[2];
   size_t nrng, rng_cap;
+  /* Taken out of the open segments with a collective as its last node,
+   * while its rank waits for the other ranks (tpuc_fused_group_run): a
+   * read of its values waits on g_group_cv. */
+  bool in_group;
 } fz_seg;
 
 /* All fused state is under one recursive lock (a segment's run may need the
@@ -243,11 +247,21 @@ static void init_once(void) {
   pthread_atfork(jobs_atfork_prepare, jobs_atfork_parent, jobs_atfork_child);
 }
 
+/* How many times the calling thread holds g_mu. */
+static _Thread_local int t_depth;
+
 static void lock(void) {
   pthread_once(&g_once, init_once);
   pthread_mutex_lock(&g_mu);
+  t_depth++;
 }
-static void unlock(void) { pthread_mutex_unlock(&g_mu); }
+static void unlock(void) {
+  t_depth--;
+  pthread_mutex_unlock(&g_mu);
+}
+
+/* Signalled (with g_mu) when a segment leaves a collective. */
+static pthread_cond_t g_group_cv = PTHREAD_COND_INITIALIZER;
 
 static size_t max_ops(void) {
   static size_t n = 0;
@@ -1379,6 +1393,20 @@ tpuc_status* fz_materialize(tpuc_buffer* b, void* owner) {
     lock();
     tpuc_status* st = NULL;
     void* o = tpuc_lazy_owner(b);
+    /* Made by a segment whose rank waits in a collective: wait for it, if
+     * this thread can let go of the fused state meanwhile. */
+    while (o != NULL && o != &g_job_owner && ((fz_seg*)o)->in_group) {
+      if (t_depth > 1) {
+        unlock();
+        return tpuc_status_make(
+            TPUC_FAILED_PRECONDITION,
+            "a value computed with a collective that its rank is waiting "
+            "in was needed while running other ops; read it after the "
+            "collective, or on the rank's own thread");
+      }
+      pthread_cond_wait(&g_group_cv, &g_mu);
+      o = tpuc_lazy_owner(b);
+    }
     if (o != NULL && o != &g_job_owner) {
       fz_seg* s = o;
       /* Everything up to the producer runs; later nodes stay recorded. */
@@ -1395,11 +1423,17 @@ tpuc_status* fz_materialize(tpuc_buffer* b, void* owner) {
 }
 
 tpuc_status* tpuc_fused_flush(tpuc_client* client, tpuc_fused_reason why) {
+  return tpuc_fused_flush_device(client, -1, why);
+}
+
+tpuc_status* tpuc_fused_flush_device(tpuc_client* client, int device,
+                                     tpuc_fused_reason why) {
   lock();
   tpuc_status* st = NULL;
   for (size_t i = 0; i < g_nopen; i++) {
     fz_seg* s = g_open[i];
     if (client != NULL && s->client != client) continue;
+    if (device >= 0 && s->device != device) continue;
     tpuc_status* e = run_prefix(s, s->n, why);
     if (st == NULL)
       st = e;
@@ -1431,6 +1465,308 @@ tpuc_status* tpuc_fused_cut(tpuc_client* client, int device,
   }
   unlock();
   return NULL;
+}
+
+/* ------------------- a collective as a segment's node -------------------
+ * A rank of an in-process group (tpuc/group.h) in fused mode calls a
+ * collective on a value its open segment computes: the segment, with the
+ * collective appended as its last node, is offered to the group as ONE
+ * program (tpuc_group_offer). When every rank offers the same one, it runs
+ * across the ranks' devices: the ops before the collective and the
+ * collective are one executable, and values only the collective reads are
+ * never materialized. Otherwise (ranks that recorded different ops, a rank
+ * in another mode, a segment that has not recurred often enough to be
+ * compiled, as for any segment) each rank runs its segment as a cut and
+ * the collective alone. While its rank waits for the others, the segment
+ * is out of the open segments (a flush by another thread does not run it
+ * on one device) and a read of its values from another thread waits. */
+
+static tpuc_status* add_node(fz_seg* s, fz_text* prog, const char* name,
+                             tpuc_buffer* const* in, size_t nin,
+                             const tpuc_hlo_type* out_types, size_t nout,
+                             bool has_check, tpuc_code check_code,
+                             const char* check_msg);
+
+/* Drops the last node of `s` (a collective that did not run): its output
+ * is failed (nothing holds it but the caller) and its input's producer
+ * loses a use. */
+static void drop_last_node(fz_seg* s) {
+  fz_node* nd = &s->nodes[s->n - 1];
+  for (uint32_t a = 0; a < nd->nin; a++) {
+    if (!nd->internal[a]) continue;
+    int64_t tag = tpuc_lazy_tag(nd->in[a]);
+    s->nodes[tag / FZ_TAG].uses[tag % FZ_TAG]--;
+  }
+  for (uint32_t k = 0; k < nd->nout; k++)
+    if (tpuc_lazy_owner(nd->out[k]) == s)
+      tpuc_lazy_fail(nd->out[k], TPUC_CANCELLED, "the collective did not run");
+  node_clear(nd);
+  s->n--;
+  s->fp = (tpuc_fingerprint){0, 0};
+  for (size_t i = 0; i < s->n; i++) s->fp = node_fp(s->fp, &s->nodes[i]);
+}
+
+static void seg_free(fz_seg* d) {
+  for (size_t i = 0; i < d->n; i++) node_clear(&d->nodes[i]);
+  free(d->nodes);
+  free(d->win_hash);
+  free(d->win_end);
+  free(d);
+}
+
+tpuc_status* tpuc_fused_group_run(tpuc_group* g, const char* text, size_t len,
+                                  const tpuc_hlo_type* out_type,
+                                  const char* what, tpuc_buffer* arg,
+                                  int64_t timeout_ms, tpuc_buffer** out) {
+  if (g == NULL || text == NULL || out_type == NULL || arg == NULL ||
+      out == NULL)
+    return tpuc_status_make(TPUC_INVALID_ARGUMENT,
+                            "group, program, argument or out is NULL");
+  *out = NULL;
+  tpuc_client* client = tpuc_group_client(g);
+  int rank = tpuc_group_rank(g), size = tpuc_group_size(g);
+  int device = tpuc_group_device(g, rank);
+  if (tpuc_eager_mode_current() != TPUC_EAGER_FUSED)
+    return tpuc_group_run(g, text, len, what, arg, timeout_ms, out);
+  const char* env = getenv("TPUC_FUSED_COLLECTIVES");
+  bool off = env != NULL && strcmp(env, "0") == 0;
+  lock();
+  jobs_retire();
+  fz_seg* s = open_segment(client, device, false);
+  bool offer_it = !off && s != NULL && !s->capturing && s->n > 0 &&
+                  s->n < max_ops() && tpuc_lazy_owner(arg) == s;
+  for (size_t i = 0; offer_it && i < s->n; i++)
+    offer_it = !s->nodes[i].has_check;
+  fz_text* prog = NULL;
+  if (offer_it) {
+    char* copy = malloc(len + 1);
+    tpuc_fingerprint zero = {0, 0};
+    if (copy != NULL) {
+      memcpy(copy, text, len);
+      copy[len] = '\0';
+      prog = fz_text_make(copy, len, tpuc_fingerprint_bytes(zero, text, len));
+    }
+    offer_it = prog != NULL;
+  }
+  /* The segment's inputs must not wait for another segment meanwhile
+   * (another rank's, which may be waiting in this very collective). */
+  for (size_t i = 0; offer_it && i < s->n; i++)
+    for (uint32_t a = 0; offer_it && a < s->nodes[i].nin; a++) {
+      void* o = tpuc_lazy_owner(s->nodes[i].in[a]);
+      offer_it = s->nodes[i].internal[a] || o == NULL || o == &g_job_owner;
+    }
+  tpuc_buffer* mine = NULL; /* the collective's result, lazy */
+  if (offer_it) {
+    tpuc_status* st = add_node(s, prog, "collective", &arg, 1, out_type, 1,
+                               false, TPUC_OK, NULL);
+    offer_it = st == NULL;
+    tpuc_status_free(st);
+  }
+  if (prog != NULL) fz_text_release(prog);
+  size_t n = offer_it ? s->n : 0, nlive = 0, next = 0;
+  bool* live = NULL;
+  tpuc_buffer** args = NULL;
+  int* alias = NULL;
+  bool* donate = NULL;
+  tpuc_fingerprint key = {0, 0};
+  if (offer_it) {
+    mine = s->nodes[n - 1].out[0];
+    tpuc_buffer_retain(mine);
+    live = calloc(n * FZ_MAX_OUT, sizeof *live);
+    offer_it = live != NULL;
+  }
+  if (offer_it) {
+    for (size_t i = 0; i < n; i++) {
+      const fz_node* nd = &s->nodes[i];
+      for (uint32_t k = 0; k < nd->nout; k++) {
+        bool l = tpuc_buffer_refs(nd->out[k]) > 1 + (int)nd->uses[k];
+        live[i * FZ_MAX_OUT + k] = l;
+        nlive += l;
+      }
+      for (uint32_t a = 0; a < nd->nin; a++) next += !nd->internal[a];
+    }
+    args = malloc(sizeof *args * (next ? next : 1));
+    alias = malloc(sizeof *alias * (next ? next : 1));
+    donate = calloc(next ? next : 1, sizeof *donate);
+    offer_it = args != NULL && alias != NULL && donate != NULL;
+  }
+  if (offer_it) {
+    size_t e = 0;
+    for (size_t i = 0; i < n; i++)
+      for (uint32_t a = 0; a < s->nodes[i].nin; a++)
+        if (!s->nodes[i].internal[a]) args[e++] = s->nodes[i].in[a];
+    /* In-place updates give their inputs' memory to their results, as in
+     * any segment (on this VM, fresh result memory costs more than the
+     * collective saves). */
+    pair_donations(s, n, live, nlive, args, next, alias, donate);
+    /* The key: the ops and their wiring, the live results, the inputs
+     * given to results, the devices. */
+    key = tpuc_fingerprint_bytes(s->fp, live, n * FZ_MAX_OUT * sizeof *live);
+    key = tpuc_fingerprint_bytes(key, alias, next * sizeof *alias);
+    for (int r = 0; r < size; r++) {
+      int dv = tpuc_group_device(g, r);
+      key = tpuc_fingerprint_bytes(key, &dv, sizeof dv);
+    }
+    /* Compiled as any segment is, once it recurs (counted per rank). */
+    tpuc_executable* known = prog_lookup(client, key);
+    if (known != NULL) {
+      tpuc_executable_release(known);
+    } else {
+      g_nsegs++;
+      tpuc_fingerprint per_rank = tpuc_fingerprint_bytes(key, &rank, sizeof rank);
+      offer_it = fuse_now(per_rank, fuse_after_for(seg_small(s, n)));
+    }
+  }
+  if (!offer_it) {
+    /* The collective alone, after what the segment recorded. */
+    if (mine != NULL) {
+      drop_last_node(s);
+      tpuc_buffer_release(mine);
+    }
+    free(live);
+    free(args);
+    free(alias);
+    free(donate);
+    if (s != NULL && s->n > 0) {
+      keep_error(run_prefix(s, s->n, TPUC_FUSED_COLLECTIVE));
+      windows_reset(s);
+    }
+    unlock();
+    return tpuc_group_run(g, text, len, what, arg, timeout_ms, out);
+  }
+  /* Take the segment out of the open ones while the rank waits. */
+  tpuc_status* st = NULL;
+  fz_seg* d = calloc(1, sizeof *d);
+  tpuc_buffer** outs = calloc(nlive, sizeof *outs);
+  char* ptext = NULL;
+  size_t plen = 0;
+  tpuc_group_offer offer;
+  memset(&offer, 0, sizeof offer);
+  offer.exe = prog_lookup(client, key);
+  bool had_exe = offer.exe != NULL;
+  if (d == NULL || outs == NULL)
+    st = tpuc_status_make(TPUC_RESOURCE_EXHAUSTED, "out of host memory");
+  if (st == NULL && !had_exe)
+    st = compose(s, n, live, alias, NULL, false, &ptext, &plen);
+  if (st != NULL) {
+    drop_last_node(s);
+    tpuc_buffer_release(mine);
+    free(d);
+    free(args);
+    free(alias);
+    free(donate);
+    free(outs);
+    free(live);
+    if (offer.exe != NULL) tpuc_executable_release(offer.exe);
+    keep_error(run_prefix(s, s->n, TPUC_FUSED_COLLECTIVE));
+    windows_reset(s);
+    unlock();
+    tpuc_status_free(st);
+    return tpuc_group_run(g, text, len, what, arg, timeout_ms, out);
+  }
+  d->client = s->client;
+  d->device = s->device;
+  d->nodes = s->nodes;
+  d->n = s->n;
+  d->cap = s->cap;
+  d->fp = s->fp;
+  d->in_group = true;
+  s->nodes = NULL;
+  s->n = s->cap = 0;
+  s->fp = (tpuc_fingerprint){0, 0};
+  windows_reset(s);
+  bool gives_held = false;
+  for (size_t i = 0; i < n; i++) {
+    fz_node* nd = &d->nodes[i];
+    for (uint32_t k = 0; k < nd->nout; k++)
+      tpuc_lazy_set_owner(nd->out[k], d, (int64_t)(i * FZ_TAG + k));
+  }
+  for (size_t j = 0; j < next; j++)
+    gives_held |= donate[j] && tpuc_lazy_holds(args[j]) > 0;
+  offer.key = key;
+  offer.text = ptext;
+  offer.len = plen;
+  offer.args = args;
+  offer.nargs = next;
+  offer.donate = donate;
+  offer.outs = outs;
+  offer.nouts = nlive;
+  offer.source = -1;
+  unlock();
+  /* An input given away may still be read by a segment on the background
+   * thread not enqueued yet: those go first (as in run_prefix). */
+  if (gives_held) jobs_wait_all();
+
+  int how = TPUC_GROUP_RAN_PLAIN;
+  st = tpuc_group_run_offer(g, text, len, what, arg, &offer, timeout_ms, NULL,
+                            &how);
+
+  lock();
+  d->in_group = false;
+  bool ran = st == NULL && how == TPUC_GROUP_RAN_OFFER;
+  tpuc_fused_event ev;
+  memset(&ev, 0, sizeof ev);
+  if (ran) {
+    size_t r = 0;
+    for (size_t i = 0; i < n; i++)
+      for (uint32_t k = 0; k < d->nodes[i].nout; k++) {
+        tpuc_buffer* o = d->nodes[i].out[k];
+        if (live[i * FZ_MAX_OUT + k]) {
+          tpuc_lazy_fill(o, outs[r++]);
+        } else if (tpuc_lazy_owner(o) == d &&
+                   tpuc_buffer_refs(o) > 1 + (int)d->nodes[i].uses[k]) {
+          /* Taken by another thread while the rank waited. */
+          tpuc_lazy_fail(o, TPUC_FAILED_PRECONDITION,
+                         "a result of ops run with a collective, taken "
+                         "from another thread while its rank waited");
+        }
+      }
+    if (!had_exe && offer.exe != NULL) prog_remember(client, key, offer.exe);
+    ev.reason = TPUC_FUSED_COLLECTIVE;
+    ev.ops = (uint32_t)n;
+    ev.outputs = (uint32_t)nlive;
+    ev.source = had_exe ? 0
+                : offer.source == TPUC_CACHE_COMPILED ? 1
+                : offer.source == TPUC_CACHE_MEMORY   ? 2
+                : offer.source == TPUC_CACHE_DISK     ? 3
+                                                      : 0;
+    ev.seconds = offer.seconds;
+    snprintf(ev.first_op, sizeof ev.first_op, "%s", d->nodes[0].name);
+    snprintf(ev.last_op, sizeof ev.last_op, "%s", d->nodes[n - 1].name);
+    slock();
+    g_stats.segments++;
+    g_stats.ops_run += n;
+    g_stats.outputs += nlive;
+    g_stats.by_reason[TPUC_FUSED_COLLECTIVE]++;
+    g_stats.group_segments++;
+    if (!had_exe && offer.source == TPUC_CACHE_COMPILED) {
+      g_stats.compiles++;
+      g_stats.compile_seconds += offer.seconds;
+    }
+    sunlock();
+    log_event(&ev);
+    *out = mine;
+    mine = NULL;
+  } else {
+    /* Nothing ran (the offers differ) or the call failed: the rank's own
+     * ops run as a cut, then (when nothing failed) the collective alone. */
+    drop_last_node(d);
+    keep_error(run_prefix(d, d->n, TPUC_FUSED_COLLECTIVE));
+  }
+  if (offer.exe != NULL) tpuc_executable_release(offer.exe);
+  seg_free(d);
+  pthread_cond_broadcast(&g_group_cv);
+  unlock();
+  if (mine != NULL) tpuc_buffer_release(mine);
+  free(ptext);
+  free(args);
+  free(alias);
+  free(donate);
+  free(outs);
+  free(live);
+  if (st == NULL && !ran)
+    return tpuc_group_run(g, text, len, what, arg, timeout_ms, out);
+  return st;
 }
 
 /* A segment's error that nobody waits for is kept for the next flush. */
@@ -1492,6 +1828,59 @@ static bool repeats(fz_seg* s) {
   return false;
 }
 
+/* Appends a node to `s` (under g_mu): its lazy outputs, its inputs
+ * (retained; those an earlier node makes are wired to it). */
+static tpuc_status* add_node(fz_seg* s, fz_text* prog, const char* name,
+                             tpuc_buffer* const* in, size_t nin,
+                             const tpuc_hlo_type* out_types, size_t nout,
+                             bool has_check, tpuc_code check_code,
+                             const char* check_msg) {
+  if (s->n == s->cap) {
+    size_t cap = s->cap ? s->cap * 2 : 64;
+    fz_node* grown = realloc(s->nodes, sizeof *grown * cap);
+    if (grown == NULL)
+      return tpuc_status_make(TPUC_RESOURCE_EXHAUSTED, "out of host memory");
+    s->nodes = grown;
+    s->cap = cap;
+  }
+  size_t idx = s->n;
+  fz_node* nd = &s->nodes[idx];
+  memset(nd, 0, sizeof *nd);
+  tpuc_status* st = NULL;
+  for (size_t k = 0; st == NULL && k < nout; k++) {
+    st = tpuc_lazy_create(s->client, s->device, out_types[k].dtype,
+                          out_types[k].dims, out_types[k].rank, s,
+                          (int64_t)(idx * FZ_TAG + k), &nd->out[k]);
+    if (st == NULL) nd->nout++;
+  }
+  if (st != NULL) {
+    node_clear(nd);
+    return st;
+  }
+  for (size_t a = 0; a < nin; a++) {
+    nd->in[a] = in[a];
+    tpuc_buffer_retain(in[a]);
+    nd->internal[a] = tpuc_lazy_owner(in[a]) == s;
+    if (nd->internal[a]) {
+      int64_t tag = tpuc_lazy_tag(in[a]);
+      s->nodes[tag / FZ_TAG].uses[tag % FZ_TAG]++;
+    }
+  }
+  nd->nin = (uint32_t)nin;
+  fz_text_retain(prog);
+  nd->prog = prog;
+  nd->name = name;
+  nd->has_check = has_check;
+  nd->check_code = check_code;
+  nd->check_msg = check_msg;
+  s->fp = node_fp(s->fp, nd);
+  s->n++;
+  slock();
+  g_stats.ops_recorded++;
+  sunlock();
+  return NULL;
+}
+
 tpuc_status* fz_record(tpuc_client* client, int device, fz_text* prog,
                        const char* name, tpuc_buffer* const* in, size_t nin,
                        const tpuc_hlo_type* out_types, size_t nout,
@@ -1516,52 +1905,13 @@ tpuc_status* fz_record(tpuc_client* client, int device, fz_text* prog,
       return bad;
     }
   }
-  if (s->n == s->cap) {
-    size_t cap = s->cap ? s->cap * 2 : 64;
-    fz_node* grown = realloc(s->nodes, sizeof *grown * cap);
-    if (grown == NULL) {
-      unlock();
-      return tpuc_status_make(TPUC_RESOURCE_EXHAUSTED, "out of host memory");
-    }
-    s->nodes = grown;
-    s->cap = cap;
-  }
-  size_t idx = s->n;
-  fz_node* nd = &s->nodes[idx];
-  memset(nd, 0, sizeof *nd);
-  tpuc_status* st = NULL;
-  for (size_t k = 0; st == NULL && k < nout; k++) {
-    st = tpuc_lazy_create(client, device, out_types[k].dtype, out_types[k].dims,
-                          out_types[k].rank, s, (int64_t)(idx * FZ_TAG + k),
-                          &nd->out[k]);
-    if (st == NULL) nd->nout++;
-  }
+  tpuc_status* st = add_node(s, prog, name, in, nin, out_types, nout,
+                             has_check, check_code, check_msg);
   if (st != NULL) {
-    node_clear(nd);
     unlock();
     return st;
   }
-  for (size_t a = 0; a < nin; a++) {
-    nd->in[a] = in[a];
-    tpuc_buffer_retain(in[a]);
-    nd->internal[a] = tpuc_lazy_owner(in[a]) == s;
-    if (nd->internal[a]) {
-      int64_t tag = tpuc_lazy_tag(in[a]);
-      s->nodes[tag / FZ_TAG].uses[tag % FZ_TAG]++;
-    }
-  }
-  nd->nin = (uint32_t)nin;
-  fz_text_retain(prog);
-  nd->prog = prog;
-  nd->name = name;
-  nd->has_check = has_check;
-  nd->check_code = check_code;
-  nd->check_msg = check_msg;
-  s->fp = node_fp(s->fp, nd);
-  s->n++;
-  slock();
-  g_stats.ops_recorded++;
-  sunlock();
+  fz_node* nd = &s->nodes[s->n - 1];
   size_t ret = nout - (has_check ? 1 : 0);
   for (size_t k = 0; k < ret; k++) {
     tpuc_buffer_retain(nd->out[k]);

@@ -10,7 +10,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/clock.h"
 #include "common/fingerprint.h"
+#include "runtime/runtime_internal.h"
 #include "tpuc/executable.h"
 #include "tpuc/lazy.h"
 
@@ -42,10 +44,12 @@ typedef struct grp_shared {
   char (*what)[GRP_WHAT];
   tpuc_buffer** args;
   tpuc_buffer** outs;
+  tpuc_group_offer** offer; /* per rank: its offer, or NULL */
   /* The outcome of the last finished call (valid until the next one
    * finishes, which needs every rank to have read it first). */
   tpuc_code code;
   char* message;
+  int how; /* TPUC_GROUP_RAN_* */
   grp_msg* mail; /* sent, not yet received */
 } grp_shared;
 
@@ -73,6 +77,7 @@ static void shared_free(grp_shared* s) {
   free(s->what);
   free(s->args);
   free(s->outs);
+  free(s->offer);
   free(s->message);
   free(s);
 }
@@ -89,6 +94,7 @@ static grp_shared* shared_new(tpuc_client* client, const char* key, int size) {
   s->what = calloc((size_t)size, sizeof *s->what);
   s->args = calloc((size_t)size, sizeof *s->args);
   s->outs = calloc((size_t)size, sizeof *s->outs);
+  s->offer = calloc((size_t)size, sizeof *s->offer);
   pthread_mutex_init(&s->mu, NULL);
   pthread_condattr_t ca;
   pthread_condattr_init(&ca);
@@ -96,7 +102,8 @@ static grp_shared* shared_new(tpuc_client* client, const char* key, int size) {
   pthread_cond_init(&s->cv, &ca);
   pthread_condattr_destroy(&ca);
   if (s->key == NULL || s->devices == NULL || s->here == NULL ||
-      s->fp == NULL || s->what == NULL || s->args == NULL || s->outs == NULL) {
+      s->fp == NULL || s->what == NULL || s->args == NULL || s->outs == NULL ||
+      s->offer == NULL) {
     shared_free(s);
     return NULL;
   }
@@ -191,6 +198,9 @@ void tpuc_group_leave(tpuc_group* g) {
 }
 
 int tpuc_group_size(const tpuc_group* g) { return g ? g->shared->size : 0; }
+tpuc_client* tpuc_group_client(const tpuc_group* g) {
+  return g ? g->shared->client : NULL;
+}
 int tpuc_group_rank(const tpuc_group* g) { return g ? g->rank : -1; }
 int tpuc_group_device(const tpuc_group* g, int rank) {
   if (g == NULL || rank < 0 || rank >= g->shared->size) return -1;
@@ -213,14 +223,94 @@ static struct timespec deadline_after(int64_t ms) {
   return t;
 }
 
-/* Under s->mu, by the last rank to arrive: checks that the calls agree,
- * compiles and enqueues the program, and records the outcome. */
+/* Under s->mu, by the last rank to arrive, when every rank offered a
+ * program of one key (tpuc_group_offer): compiles it for the ranks'
+ * devices (unless a rank has it) and enqueues it with every rank's
+ * arguments; each rank's results go to its offer. */
+static tpuc_status* run_offers(grp_shared* s) {
+  tpuc_group_offer* o0 = s->offer[0];
+  size_t na = o0->nargs, no = o0->nouts, n = (size_t)s->size;
+  tpuc_executable* exe = NULL;
+  const tpuc_group_offer* with_text = NULL;
+  for (size_t r = 0; r < n; r++) {
+    if (exe == NULL && s->offer[r]->exe != NULL) exe = s->offer[r]->exe;
+    if (with_text == NULL && s->offer[r]->text != NULL)
+      with_text = s->offer[r];
+  }
+  tpuc_status* st = NULL;
+  if (exe != NULL) {
+    tpuc_executable_retain(exe);
+  } else if (with_text == NULL) {
+    return tpuc_status_make(TPUC_INTERNAL, "no rank has the program");
+  } else {
+    tpuc_compile_options o = {.num_replicas = s->size,
+                              .replica_devices = s->devices};
+    if (s->size == 1) o.replica_devices = NULL;
+    tpuc_cache_source src = TPUC_CACHE_COMPILED;
+    double t0 = tpuc_now_seconds();
+    TPUC_RETURN_IF_ERROR(tpuc_compile(s->client, with_text->text,
+                                      with_text->len, &o, &exe, &src));
+    for (size_t r = 0; r < n; r++) {
+      s->offer[r]->source = (int)src;
+      s->offer[r]->seconds = tpuc_now_seconds() - t0;
+    }
+  }
+  tpuc_buffer** args = malloc(sizeof *args * (n * na > 0 ? n * na : 1));
+  tpuc_buffer** outs = calloc(n * no > 0 ? n * no : 1, sizeof *outs);
+  if (args == NULL || outs == NULL)
+    st = tpuc_status_make(TPUC_RESOURCE_EXHAUSTED, "out of host memory");
+  for (size_t r = 0; st == NULL && r < n; r++)
+    for (size_t i = 0; i < na; i++) args[r * na + i] = s->offer[r]->args[i];
+  if (st == NULL) st = tpuc_values_ensure(args, n * na);
+  if (st == NULL && s->size == 1)
+    st = tpuc_execute(exe, s->devices[0], args, na, o0->donate, outs, no);
+  else if (st == NULL)
+    st = tpuc_execute_replicated(exe, args, na, o0->donate, outs, no);
+  for (size_t r = 0; st == NULL && r < n; r++) {
+    for (size_t k = 0; k < no; k++) s->offer[r]->outs[k] = outs[r * no + k];
+    tpuc_executable_retain(exe);
+    if (s->offer[r]->exe != NULL) tpuc_executable_release(s->offer[r]->exe);
+    s->offer[r]->exe = exe;
+  }
+  tpuc_executable_release(exe);
+  free(args);
+  free(outs);
+  return st;
+}
+
+/* Whether every rank offered a program, all of one key and arity. */
+static bool offers_agree(const grp_shared* s) {
+  const tpuc_group_offer* o0 = s->offer[0];
+  for (int r = 0; r < s->size; r++) {
+    const tpuc_group_offer* o = s->offer[r];
+    if (o == NULL || !tpuc_fingerprint_eq(o->key, o0->key) ||
+        o->nargs != o0->nargs || o->nouts != o0->nouts ||
+        (o->donate == NULL) != (o0->donate == NULL))
+      return false;
+    for (size_t i = 0; o->donate != NULL && i < o->nargs; i++)
+      if (o->donate[i] != o0->donate[i]) return false;
+  }
+  return true;
+}
+
+/* Under s->mu, by the last rank to arrive: runs the ranks' offered program
+ * when they agree on one, else (no offers) checks that the calls agree,
+ * compiles and enqueues the collective; records the outcome. */
 static void run_call(grp_shared* s, const char* text, size_t len) {
   tpuc_status* st = NULL;
+  bool any_offer = false;
+  for (int r = 0; r < s->size; r++) any_offer |= s->offer[r] != NULL;
+  s->how = TPUC_GROUP_RAN_PLAIN;
   bool same = true;
   for (int r = 1; r < s->size; r++)
     same &= tpuc_fingerprint_eq(s->fp[r], s->fp[0]);
-  if (!same) {
+  if (any_offer) {
+    s->how = TPUC_GROUP_RAN_NONE;
+    if (same && offers_agree(s)) {
+      s->how = TPUC_GROUP_RAN_OFFER;
+      st = run_offers(s);
+    }
+  } else if (!same) {
     size_t cap = (size_t)s->size * (GRP_WHAT + 16) + 64, n = 0;
     char* msg = malloc(cap);
     if (msg != NULL) {
@@ -242,7 +332,7 @@ static void run_call(grp_shared* s, const char* text, size_t len) {
     if (st == NULL && s->size == 1)
       st = tpuc_execute(exe, s->devices[0], s->args, 1, NULL, s->outs, 1);
     else if (st == NULL)
-      st = tpuc_execute_replicated(exe, s->args, 1, s->outs, 1);
+      st = tpuc_execute_replicated(exe, s->args, 1, NULL, s->outs, 1);
     tpuc_executable_release(exe);
   }
   free(s->message);
@@ -257,6 +347,7 @@ static void run_call(grp_shared* s, const char* text, size_t len) {
   for (int r = 0; r < s->size; r++) {
     tpuc_buffer_release(s->args[r]);
     s->args[r] = NULL;
+    s->offer[r] = NULL;
     s->here[r] = false;
   }
   s->arrived = 0;
@@ -265,13 +356,17 @@ static void run_call(grp_shared* s, const char* text, size_t len) {
   pthread_cond_broadcast(&s->cv);
 }
 
-tpuc_status* tpuc_group_run(tpuc_group* g, const char* text, size_t len,
-                            const char* what, tpuc_buffer* arg,
-                            int64_t timeout_ms, tpuc_buffer** out) {
-  if (g == NULL || (text != NULL && (arg == NULL || out == NULL)))
+tpuc_status* tpuc_group_run_offer(tpuc_group* g, const char* text, size_t len,
+                                  const char* what, tpuc_buffer* arg,
+                                  tpuc_group_offer* offer, int64_t timeout_ms,
+                                  tpuc_buffer** out, int* how) {
+  if (g == NULL || how == NULL ||
+      (text != NULL && (arg == NULL || (out == NULL && offer == NULL))) ||
+      (offer != NULL && text == NULL))
     return tpuc_status_make(TPUC_INVALID_ARGUMENT,
                             "group, argument or out is NULL");
   if (out != NULL) *out = NULL;
+  *how = TPUC_GROUP_RAN_PLAIN;
   grp_shared* s = g->shared;
   int me = g->rank;
   tpuc_fingerprint zero = {0, 0};
@@ -283,6 +378,7 @@ tpuc_status* tpuc_group_run(tpuc_group* g, const char* text, size_t len,
   if (arg != NULL) tpuc_buffer_retain(arg);
   s->args[me] = arg;
   s->outs[me] = NULL;
+  s->offer[me] = offer;
   if (++s->arrived == s->size) {
     s->running = true;
     run_call(s, text, len);
@@ -307,6 +403,7 @@ tpuc_status* tpuc_group_run(tpuc_group* g, const char* text, size_t len,
       s->arrived--;
       tpuc_buffer_release(s->args[me]);
       s->args[me] = NULL;
+      s->offer[me] = NULL;
       char mine[GRP_WHAT];
       snprintf(mine, sizeof mine, "%s", s->what[me]);
       pthread_mutex_unlock(&s->mu);
@@ -318,14 +415,28 @@ tpuc_status* tpuc_group_run(tpuc_group* g, const char* text, size_t len,
     }
   }
   tpuc_status* st = NULL;
+  *how = s->how;
   if (s->code != TPUC_OK) {
     st = tpuc_status_make(s->code, "%s", s->message ? s->message : "failed");
-  } else if (out != NULL) {
+  } else if (out != NULL && s->how == TPUC_GROUP_RAN_PLAIN) {
     *out = s->outs[me];
     s->outs[me] = NULL;
   }
   pthread_mutex_unlock(&s->mu);
   return st;
+}
+
+tpuc_status* tpuc_group_run(tpuc_group* g, const char* text, size_t len,
+                            const char* what, tpuc_buffer* arg,
+                            int64_t timeout_ms, tpuc_buffer** out) {
+  /* A rank that offered a program (fused mode) met this call: nothing
+   * ran; it runs its own ops and comes again, alone, as this call does. */
+  for (;;) {
+    int how = TPUC_GROUP_RAN_PLAIN;
+    tpuc_status* st = tpuc_group_run_offer(g, text, len, what, arg, NULL,
+                                           timeout_ms, out, &how);
+    if (st != NULL || how != TPUC_GROUP_RAN_NONE) return st;
+  }
 }
 
 tpuc_status* tpuc_group_send(tpuc_group* g, int dst, int64_t tag,

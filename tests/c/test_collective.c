@@ -1,10 +1,12 @@
 /* Collectives across the devices of one process: replicated programs, the
  * collective programs of every kind against host-computed results, the
  * in-process group's meeting (threads as ranks), differing calls, a rank
- * that never comes (timeout), point-to-point messages, and buffers filled
- * later from the host. */
+ * that never comes (timeout), point-to-point messages, buffers filled later
+ * from the host, and the programs ranks offer with a collective (fused
+ * mode). */
 #include <pthread.h>
 
+#include "runtime/runtime_internal.h"
 #include "tpuc_test.h"
 
 static tpuc_buffer* on_device(int device, tpuc_dtype dtype, int64_t n,
@@ -17,6 +19,15 @@ static tpuc_buffer* on_device(int device, tpuc_dtype dtype, int64_t n,
     tpuc_status_free(st);
   }
   return b;
+}
+
+/* A sum all_reduce of `count` f32 over two ranks. */
+static tpuc_collective sum_f32(int64_t count) {
+  return (tpuc_collective){.kind = TPUC_COLLECTIVE_ALL_REDUCE,
+                           .ranks = 2,
+                           .dtype = TPUC_DTYPE_F32,
+                           .count = count,
+                           .value_type = TPUC_DTYPE_F32};
 }
 
 /* ---- one rank per thread ------------------------------------------------ */
@@ -32,6 +43,18 @@ typedef struct rank_call {
   tpuc_code code;
   char msg[512];
 } rank_call;
+
+/* A rank's end: its outcome in *code and msg; the status, the group
+ * handle and the program text are released. */
+static void* rank_done(tpuc_status* st, tpuc_code* code, char* msg,
+                       size_t cap, tpuc_group* g, char* text) {
+  free(text);
+  *code = st ? tpuc_status_code(st) : TPUC_OK;
+  snprintf(msg, cap, "%s", st ? tpuc_status_message(st) : "");
+  tpuc_status_free(st);
+  tpuc_group_leave(g);
+  return NULL;
+}
 
 static void* rank_main(void* p) {
   rank_call* r = p;
@@ -49,12 +72,7 @@ static void* rank_main(void* p) {
   if (st == NULL && !r->skip)
     st = tpuc_group_run(g, text, len, what, r->in, r->timeout_ms,
                         r->in ? &r->out : NULL);
-  free(text);
-  r->code = st ? tpuc_status_code(st) : TPUC_OK;
-  snprintf(r->msg, sizeof r->msg, "%s", st ? tpuc_status_message(st) : "");
-  tpuc_status_free(st);
-  tpuc_group_leave(g);
-  return NULL;
+  return rank_done(st, &r->code, r->msg, sizeof r->msg, g, text);
 }
 
 /* Runs `c` on two ranks (devices 0 and 1) with inputs a and b. */
@@ -337,6 +355,183 @@ static void test_timeout(void) {
   TPUC_CHECK(strstr(r[0].msg, "all_reduce (sum) of f32[4]") != NULL);
 }
 
+/* What ranks offer with a collective (tpuc_group_offer): a program that
+ * adds its two arguments and all-reduces the sum, returning both; with
+ * `give`, the first argument's memory goes to the first result. */
+static size_t offered_text(bool give, char* buf, size_t cap) {
+  int n = snprintf(
+      buf, cap,
+      "module @offered {\n"
+      "  func.func public @main(%%a: tensor<4xf32>%s, %%b: tensor<4xf32>) -> "
+      "(tensor<4xf32>, tensor<4xf32>) {\n"
+      "    %%s = stablehlo.add %%a, %%b : tensor<4xf32>\n"
+      "    %%r = \"stablehlo.all_reduce\"(%%s) ({\n"
+      "    ^bb0(%%x: tensor<f32>, %%y: tensor<f32>):\n"
+      "      %%z = stablehlo.add %%x, %%y : tensor<f32>\n"
+      "      stablehlo.return %%z : tensor<f32>\n"
+      "    }) {replica_groups = dense<[[0, 1]]> : tensor<1x2xi64>} : "
+      "(tensor<4xf32>) -> tensor<4xf32>\n"
+      "    return %%s, %%r : tensor<4xf32>, tensor<4xf32>\n"
+      "  }\n"
+      "}\n",
+      give ? " {tf.aliasing_output = 0 : i32}" : "");
+  return n > 0 ? (size_t)n : 0;
+}
+
+typedef struct offer_call {
+  int rank;
+  bool offer;     /* offers the program (else calls the collective) */
+  bool give;      /* gives away its first argument (offered_text) */
+  uint64_t key;   /* the offer's key */
+  bool again;     /* after nothing ran, calls the collective alone */
+  tpuc_buffer* a; /* the offer's arguments, and the collective's */
+  tpuc_buffer* b;
+  int how;
+  tpuc_code code;
+  char msg[256];
+  tpuc_buffer* outs[2]; /* the offer's results */
+  tpuc_buffer* out;     /* the collective's */
+  tpuc_executable* exe;
+} offer_call;
+
+static void* offer_main(void* p) {
+  offer_call* r = p;
+  tpuc_group* g = NULL;
+  tpuc_collective c = sum_f32(4);
+  char* text = NULL;
+  size_t len = 0;
+  tpuc_dtype ot;
+  int64_t oc;
+  tpuc_status* st =
+      tpuc_group_join(tpuc_test_client(), "offers", 2, r->rank, r->rank, &g);
+  if (st == NULL) st = tpuc_collective_program(&c, &text, &len, &ot, &oc);
+  r->how = -1;
+  if (st == NULL && r->offer) {
+    tpuc_buffer* args[2] = {r->a, r->b};
+    static const bool give[2] = {true, false};
+    char prog[1024];
+    tpuc_group_offer o = {.key = {r->key, 7},
+                          .text = prog,
+                          .len = offered_text(r->give, prog, sizeof prog),
+                          .args = args,
+                          .nargs = 2,
+                          .donate = r->give ? give : NULL,
+                          .outs = r->outs,
+                          .nouts = 2};
+    st = tpuc_group_run_offer(g, text, len, "all_reduce", r->a, &o, 20000,
+                              NULL, &r->how);
+    r->exe = o.exe;
+    if (st == NULL && r->how == TPUC_GROUP_RAN_NONE && r->again)
+      st = tpuc_group_run(g, text, len, "all_reduce", r->a, 20000, &r->out);
+  } else if (st == NULL) {
+    st = tpuc_group_run(g, text, len, "all_reduce", r->a, 20000, &r->out);
+  }
+  return rank_done(st, &r->code, r->msg, sizeof r->msg, g, text);
+}
+
+static void offers2(offer_call r[2], const float* a, const float* b) {
+  pthread_t t[2];
+  for (int i = 0; i < 2; i++) {
+    r[i].rank = i;
+    r[i].a = on_device(i, TPUC_DTYPE_F32, 4, a + 4 * i);
+    r[i].b = on_device(i, TPUC_DTYPE_F32, 4, b + 4 * i);
+    pthread_create(&t[i], NULL, offer_main, &r[i]);
+  }
+  for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+}
+
+static void offers_free(offer_call r[2]) {
+  for (int i = 0; i < 2; i++) {
+    tpuc_buffer_release(r[i].a);
+    tpuc_buffer_release(r[i].b);
+    tpuc_buffer_release(r[i].outs[0]);
+    tpuc_buffer_release(r[i].outs[1]);
+    tpuc_buffer_release(r[i].out);
+    if (r[i].exe != NULL) tpuc_executable_release(r[i].exe);
+  }
+}
+
+/* Whether `b` holds the 4 floats `want`. */
+static bool holds(tpuc_buffer* b, const float* want) {
+  float* h = b ? tpuc_test_to_host(b) : NULL;
+  bool ok = h != NULL && memcmp(h, want, 4 * sizeof *want) == 0;
+  free(h);
+  return ok;
+}
+
+/* Ranks that offer one program run it across their devices; ranks whose
+ * offers differ, or where one rank offers nothing, run nothing and then
+ * meet again for the collective alone. */
+static void test_offers(void) {
+  if (tpuc_test_device_count() < 2) TPUC_SKIP("needs two devices");
+  const float a[8] = {1, 2, 3, 4, 10, 20, 30, 40};
+  const float b[8] = {0.5f, 0, -1, 2, 1, 1, 1, 1};
+  const float sums[8] = {1.5f, 2, 2, 6, 11, 21, 31, 41};
+  const float all[4] = {12.5f, 23, 33, 47}; /* sums of both ranks */
+  const float plain[4] = {11, 22, 33, 44};  /* a of both ranks */
+  /* Every rank offers the same key: the program ran. */
+  offer_call r[2];
+  memset(r, 0, sizeof r);
+  r[0].offer = r[1].offer = true;
+  r[0].key = r[1].key = 1;
+  offers2(r, a, b);
+  for (int i = 0; i < 2; i++) {
+    if (r[i].code != TPUC_OK) fprintf(stderr, "rank %d: %s\n", i, r[i].msg);
+    TPUC_CHECK(r[i].code == TPUC_OK && r[i].how == TPUC_GROUP_RAN_OFFER);
+    TPUC_CHECK(holds(r[i].outs[0], sums + 4 * i));
+    TPUC_CHECK(holds(r[i].outs[1], all));
+    TPUC_CHECK(r[i].exe != NULL && tpuc_executable_num_replicas(r[i].exe) == 2);
+  }
+  offers_free(r);
+  /* Different keys: nothing ran; each then runs the collective alone. */
+  memset(r, 0, sizeof r);
+  r[0].offer = r[1].offer = true;
+  r[0].key = 1;
+  r[1].key = 2;
+  r[0].again = r[1].again = true;
+  offers2(r, a, b);
+  for (int i = 0; i < 2; i++) {
+    TPUC_CHECK(r[i].code == TPUC_OK && r[i].how == TPUC_GROUP_RAN_NONE);
+    TPUC_CHECK(r[i].outs[0] == NULL && r[i].outs[1] == NULL);
+    TPUC_CHECK(holds(r[i].out, plain));
+  }
+  offers_free(r);
+  /* Rank 1 offers nothing (another mode): the same. */
+  memset(r, 0, sizeof r);
+  r[0].offer = true;
+  r[0].key = 1;
+  r[0].again = true;
+  offers2(r, a, b);
+  TPUC_CHECK(r[0].code == TPUC_OK && r[0].how == TPUC_GROUP_RAN_NONE);
+  TPUC_CHECK(r[1].code == TPUC_OK);
+  for (int i = 0; i < 2; i++) TPUC_CHECK(holds(r[i].out, plain));
+  offers_free(r);
+  /* Both give their first argument to the first result: it ran, and that
+   * argument is gone. */
+  memset(r, 0, sizeof r);
+  r[0].offer = r[1].offer = r[0].give = r[1].give = true;
+  r[0].key = r[1].key = 3;
+  offers2(r, a, b);
+  for (int i = 0; i < 2; i++) {
+    TPUC_CHECK(r[i].code == TPUC_OK && r[i].how == TPUC_GROUP_RAN_OFFER);
+    TPUC_CHECK(holds(r[i].outs[0], sums + 4 * i));
+    TPUC_CHECK(holds(r[i].outs[1], all));
+    TPUC_CHECK(tpuc_buffer_is_deleted(r[i].a) && !tpuc_buffer_is_deleted(r[i].b));
+  }
+  offers_free(r);
+  /* One key, but only one rank gives its argument: nothing ran. */
+  memset(r, 0, sizeof r);
+  r[0].offer = r[1].offer = r[0].give = true;
+  r[0].key = r[1].key = 3;
+  r[0].again = r[1].again = true;
+  offers2(r, a, b);
+  for (int i = 0; i < 2; i++) {
+    TPUC_CHECK(r[i].code == TPUC_OK && r[i].how == TPUC_GROUP_RAN_NONE);
+    TPUC_CHECK(!tpuc_buffer_is_deleted(r[i].a) && holds(r[i].out, plain));
+  }
+  offers_free(r);
+}
+
 static void test_join_errors(void) {
   if (tpuc_test_device_count() < 2) TPUC_SKIP("needs two devices");
   tpuc_client* c = tpuc_test_client();
@@ -463,11 +658,7 @@ static void test_transfer(void) {
 static void test_replicated_errors(void) {
   if (tpuc_test_device_count() < 2) TPUC_SKIP("needs two devices");
   tpuc_client* c = tpuc_test_client();
-  tpuc_collective col = {.kind = TPUC_COLLECTIVE_ALL_REDUCE,
-                         .ranks = 2,
-                         .dtype = TPUC_DTYPE_F32,
-                         .count = 2,
-                         .value_type = TPUC_DTYPE_F32};
+  tpuc_collective col = sum_f32(2);
   char* text = NULL;
   size_t len;
   tpuc_dtype ot;
@@ -494,13 +685,13 @@ static void test_replicated_errors(void) {
                           on_device(1, TPUC_DTYPE_F32, 2, v)};
   tpuc_buffer* outs[2] = {NULL, NULL};
   /* Replica 1 runs on device 0, so its argument must be there. */
-  TPUC_CHECK_ERROR(tpuc_execute_replicated(e, args, 1, outs, 1),
+  TPUC_CHECK_ERROR(tpuc_execute_replicated(e, args, 1, NULL, outs, 1),
                    TPUC_INVALID_ARGUMENT, "replica 1");
   TPUC_CHECK_ERROR(tpuc_execute(e, 1, args, 1, NULL, outs, 1),
                    TPUC_INVALID_ARGUMENT, "tpuc_execute_replicated");
   tpuc_buffer_release(args[1]);
   args[1] = on_device(0, TPUC_DTYPE_F32, 2, v);
-  TPUC_CHECK_OK(tpuc_execute_replicated(e, args, 1, outs, 1));
+  TPUC_CHECK_OK(tpuc_execute_replicated(e, args, 1, NULL, outs, 1));
   float* h = tpuc_test_to_host(outs[1]);
   int ok = h && h[0] == 2 && h[1] == 4 && tpuc_buffer_device(outs[1]) == 0;
   free(h);
@@ -515,6 +706,7 @@ static void test_replicated_errors(void) {
 TPUC_TEST_MAIN(TPUC_TEST(test_all_reduce_ops), TPUC_TEST(test_all_reduce_bytes),
                TPUC_TEST(test_data_movement), TPUC_TEST(test_reduce_scatter),
                TPUC_TEST(test_program_errors), TPUC_TEST(test_mismatch),
-               TPUC_TEST(test_timeout), TPUC_TEST(test_join_errors),
+               TPUC_TEST(test_timeout), TPUC_TEST(test_offers),
+               TPUC_TEST(test_join_errors),
                TPUC_TEST(test_send_recv), TPUC_TEST(test_transfer),
                TPUC_TEST(test_replicated_errors))

@@ -389,6 +389,90 @@ def functional(rank, size):
     return True
 
 
+def fused_collectives(rank, size, steps=6):
+    """Fused mode, ranks as threads (run with TPUC_FUSE_AFTER=2): a
+    collective on a value the rank's segment computes runs with the ops
+    before it as one program across the ranks, once that segment recurs.
+    Every kind against the ranks' inputs computed on the CPU; a step where
+    rank 0 records one op more, and one where the last rank runs in strict
+    mode, go as cuts and collectives alone (counted: exactly the other
+    steps' collectives run as group segments); a rank that does not come
+    to an offered collective ends the other's at the group's timeout,
+    after which its own ops' values are right and the device works."""
+    dev = torch.device("tpu", rank)
+    n = 8 * size
+    base = torch.arange(n, dtype=torch.float32) / n
+
+    def inputs(r, i):
+        return ((base * (i + 1) + r).sin() * 2).float()
+
+    torch.tpu.synchronize()
+    dist.barrier()
+    w = base.to(dev)
+    kinds = 5
+    per_step = []
+    for i in range(steps):
+        dist.barrier()
+        before = torch.tpu.fused_stats()["group_segments"]
+        dist.barrier()
+        odd = i == steps - 2
+        strict = i == steps - 1 and rank == size - 1
+        with torch.tpu.eager_mode("strict") if strict else contextlib.nullcontext():
+            x = ((w * (i + 1) + rank).sin() * 2).float()
+            if odd and rank == 0:
+                x = x * 1.0
+            xs = [inputs(r, i) for r in range(size)]
+            s = sum(xs)
+            dist.all_reduce(x)  # sum
+            y = x * 0.5 - 1
+            dist.all_reduce(y, op=R.MAX)
+            want_y = s * 0.5 - 1
+            g = torch.empty(n * size, device=dev)
+            z = y + rank
+            dist.all_gather_into_tensor(g, z)
+            want_g = torch.cat([want_y + r for r in range(size)])
+            rs = torch.empty(n // size, device=dev)
+            dist.reduce_scatter_tensor(rs, g[:n] * 2)
+            want_rs = (want_g[:n] * 2 * size)[rank * (n // size) : (rank + 1) * (n // size)]
+            b = rs.exp()
+            dist.broadcast(b, src=size - 1)
+            want_b = (want_g[:n] * 2 * size)[(size - 1) * (n // size) : size * (n // size)].exp()
+            for name, got, want in (("all_reduce", x, s), ("all_reduce max", y, want_y), ("all_gather", g, want_g),
+                                    ("reduce_scatter", rs, want_rs), ("broadcast", b, want_b)):
+                if not torch.allclose(got.cpu(), want, rtol=1e-5, atol=1e-5):
+                    raise AssertionError(f"step {i} {name}: {got.cpu()[:4]} against {want[:4]}")
+        dist.barrier()
+        per_step.append(torch.tpu.fused_stats()["group_segments"] - before)
+    # Group segments per step, every rank's counted: none at the first
+    # run (op by op, as any segment's first run), then all of them, then
+    # all but the collective where rank 0 had one op more, then none
+    # where a rank was in strict mode.
+    want = [0] + [size * kinds] * (steps - 3) + [size * (kinds - 1), 0]
+    assert per_step == want, f"group segments per step {per_step}, expected {want}"
+    log = [e for e in torch.tpu.fused_log() if e["last_op"] == "collective"]
+    assert log and all(e["reason"] == "collective" and e["ops"] > 1 for e in log), log
+    # A rank that does not come: the other's offered collective times out,
+    # its ops still run, and the device stays usable.
+    short = dist.new_group(backend="tpu", timeout=timedelta(seconds=2))
+    for i in range(3):
+        v = (w * 3 + 1).cos()
+        if i < 2 or rank == 0:
+            try:
+                dist.all_reduce(v, group=short)
+            except Exception as e:  # noqa: BLE001 - what it says is the result
+                if rank != 0 or i != 2:
+                    raise
+                msg = str(e).splitlines()[0]
+                assert "did not call it" in msg, msg
+                want = (base * 3 + 1).cos()
+                assert torch.allclose(v.cpu(), want, rtol=1e-6, atol=1e-6), "the ops before the collective"
+                assert float((torch.ones(4, device=dev) * 2).sum().cpu()) == 8.0
+                return {"timeout": msg[:200], "per_step": per_step}
+            if i == 2:
+                raise AssertionError("rank 0's collective without rank 1 did not raise")
+    return {"per_step": per_step}
+
+
 def errors(rank, size):
     """Calls that differ across ranks raise naming every rank's call, and
     the group and the device stay usable; a CPU tensor through the tpu
@@ -529,7 +613,7 @@ def _close_states(state, ref, atol, rtol, what):
             raise AssertionError(f"{what}: {k} differs by {(got - v).abs().max().item():.3g}")
 
 
-def train(rank, size, model="gpt2", mode="ddp", steps=5, tp=1, mixed=False, reshard=True):
+def train(rank, size, model="gpt2", mode="ddp", steps=5, tp=1, mixed=False, reshard=True, report_group=False):
     """5 AdamW steps of a tiny GPT-2 or Llama with DDP, FSDP2 or 2-D FSDP2
     x tensor parallelism, against the same training on one device."""
     from torch.distributed.device_mesh import init_device_mesh
@@ -598,6 +682,8 @@ def train(rank, size, model="gpt2", mode="ddp", steps=5, tp=1, mixed=False, resh
     # (1.4e-4 on an AVX-512 Xeon, under 1e-4 on an EPYC); a wrong reduction
     # is off by ~1e-2.
     _close_states(_full_state(m), ref_state, *((5e-2, 5e-2) if mixed else (5e-4, 1e-3)), what=f"{model} {mode}")
+    if report_group:  # collectives that ran with the ops before them
+        return {"mean": mean, "group_segments": torch.tpu.fused_stats()["group_segments"]}
     return mean
 
 

@@ -95,10 +95,10 @@ def launch(scenario, nprocs, args=None, env=None, timeout=600):
     return _results(_finish(procs, timeout), scenario)
 
 
-def threads(scenario, n, args=None, timeout=600):
+def threads(scenario, n, args=None, timeout=600, env=None):
     """Runs `scenario` on `n` threads of one process (a child process, so a
     failure cannot take pytest down); returns the ranks' results."""
-    e = _env({"TPUC_TEST_THREADS": str(n), "TPUC_TEST_ARGS": json.dumps(args or {})})
+    e = _env({"TPUC_TEST_THREADS": str(n), "TPUC_TEST_ARGS": json.dumps(args or {}), **(env or {})})
     p = subprocess.Popen([sys.executable, SCENARIOS, scenario], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=e)
     return _results(_finish([p], timeout), scenario)[0]
 
@@ -188,10 +188,23 @@ def test_fsdp2_with_tensor_parallel_2d():
 
 
 def test_training_on_threads_in_program():
-    res = threads("train", 2, args={"model": "gpt2", "mode": "ddp"})
-    assert res[0] == res[1]
-    res = threads("train", 4, args={"model": "llama", "mode": "fsdp", "tp": 2})
-    assert len(set(map(tuple, res))) == 1
+    # TPUC_FUSE_AFTER=2: a tiny model's segments are compiled from their
+    # second run (not their 64th), so from the second step on DDP's and
+    # FSDP2's collectives run with the ops before them as one program
+    # across the ranks (group segments); the first step's go alone.
+    env = {"TPUC_FUSE_AFTER": "2"}
+    res = threads("train", 2, args={"model": "gpt2", "mode": "ddp", "report_group": True}, env=env)
+    assert res[0]["mean"] == res[1]["mean"] and res[0]["group_segments"] > 0, res
+    res = threads("train", 4, args={"model": "llama", "mode": "fsdp", "tp": 2, "report_group": True}, env=env)
+    assert len({tuple(r["mean"]) for r in res}) == 1 and res[0]["group_segments"] > 0, res
+
+
+def test_fused_mode_runs_a_collective_with_the_ops_before_it():
+    # Ranks as threads, TPUC_FUSE_AFTER=2 so that a segment is compiled at
+    # its second run: group segments per step, values, a rank with other
+    # ops, a rank in strict mode, a rank that does not come (timeout).
+    res = threads("fused_collectives", 2, env={"TPUC_FUSE_AFTER": "2"})
+    assert "did not call it" in res[0]["timeout"], res
 
 
 def test_dtensor():
