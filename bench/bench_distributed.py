@@ -17,12 +17,18 @@
   training alone with the same per-rank batch, each process pinned to its
   own core (taskset), so compute is the same and only communication
   differs: cost = 2-rank step / 1-rank step - 1.
+- DDP training steps of the same GPT-2 on 2 ranks as threads of one
+  process (in-program collectives), with each bucket's all_reduce run with
+  the backward ops recorded before it as one program across the ranks
+  (fused mode's group segments) and with it alone after a cut
+  (TPUC_FUSED_COLLECTIVES=0).
 
 Writes distributed.json and distributed.png to $TPUC_BENCH_RESULTS_DIR or
 bench/results and prints a table.
 
   python bench/bench_distributed.py [--quick] [--no-training] [--sizes a,b]
-  (children: --collectives-rank, --collectives-threads, --train-rank)
+  (children: --collectives-rank, --collectives-threads, --train-rank,
+  --train-threads)
 """
 
 import argparse
@@ -240,6 +246,61 @@ def train_rank(args):
             json.dump({"step_ms": statistics.median(times) * 1e3, "steps_ms": [t * 1e3 for t in times]}, f)
 
 
+def train_threads(args):
+    """DDP on 2 ranks as threads of this process (in-program collectives):
+    steady step time, with each bucket's all_reduce run with the backward
+    ops recorded before it as one program across the ranks (fused mode's
+    group segments), or alone after a cut (TPUC_FUSED_COLLECTIVES=0, set
+    by the parent)."""
+    import torch.distributed as dist
+
+    import bench_eager
+    import tpuc.distributed
+    import transformers
+
+    # Resolved here: transformers' lazy imports race when several threads
+    # touch them first.
+    transformers.GPT2LMHeadModel, transformers.GPT2Config, transformers.LlamaForCausalLM  # noqa: B018
+
+    def rank_fn(rank):
+        torch.manual_seed(0)
+        model = bench_eager.build_model(args.model).to("tpu")
+        model.config.use_cache = False
+        model = torch.nn.parallel.DistributedDataParallel(model)
+        opt = torch.optim.AdamW(model.parameters(), lr=bench_eager.LR)
+        ids = bench_eager.input_ids().to("tpu")
+        times = []
+        for step in range(args.warmup + args.steps):
+            dist.barrier()
+            t0 = time.perf_counter()
+            opt.zero_grad()
+            loss = model(input_ids=ids, labels=ids).loss
+            loss.backward()
+            opt.step()
+            loss.item()
+            dist.barrier()
+            if step >= args.warmup:
+                times.append(time.perf_counter() - t0)
+        return times
+
+    before = torch.tpu.fused_stats()["group_segments"]
+    res = tpuc.distributed.run_threads(rank_fn, 2, timeout=timedelta(minutes=20))
+    group = torch.tpu.fused_stats()["group_segments"] - before
+    with open(args.out, "w") as f:
+        json.dump({"step_ms": statistics.median(res[0]) * 1e3, "steps_ms": [t * 1e3 for t in res[0]],
+                   "group_segments": group}, f)
+
+
+def run_training_threads(args, fused_collectives):
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "threads.json")
+        env = dict(os.environ, GLOO_SOCKET_IFNAME="lo", TPUC_FUSED_COLLECTIVES="1" if fused_collectives else "0")
+        subprocess.run([sys.executable, __file__, "--train-threads", "--out", path, "--model", args.model,
+                        "--steps", str(args.steps), "--warmup", str(args.warmup)], check=True, env=env)
+        with open(path) as f:
+            return json.load(f)
+
+
 def run_training(args, mode, world):
     taskset = "taskset" if subprocess.run(["which", "taskset"], capture_output=True).returncode == 0 else None
     with tempfile.TemporaryDirectory() as d:
@@ -311,6 +372,11 @@ def print_table(report):
             continue
         print(f"\n{mode}: GPT-2 step 1 rank {r['one_rank']['step_ms']:.1f} ms, 2 ranks {r['two_ranks']['step_ms']:.1f} ms, "
               f"communication cost {r['communication_cost']:.2f}")
+    r = report.get("training_threads", {}).get("ddp")
+    if r is not None:
+        print(f"\nddp, 2 ranks as threads (in-program): step {r['collectives_alone']['step_ms']:.1f} ms with each "
+              f"collective alone, {r['collectives_with_their_ops']['step_ms']:.1f} ms with the ops before it "
+              f"({r['collectives_with_their_ops']['group_segments']} group segments), {r['speedup']:.2f}x")
 
 
 def main():
@@ -327,6 +393,7 @@ def main():
     p.add_argument("--collectives-rank", action="store_true")
     p.add_argument("--collectives-threads", action="store_true")
     p.add_argument("--train-rank", action="store_true")
+    p.add_argument("--train-threads", action="store_true")
     args = p.parse_args()
     if args.sizes:
         args.sizes = [int(s) for s in args.sizes.split(",")]
@@ -336,6 +403,8 @@ def main():
         return collectives_threads(args)
     if args.train_rank:
         return train_rank(args)
+    if args.train_threads:
+        return train_threads(args)
 
     import transformers
 
@@ -372,6 +441,13 @@ def main():
             report["training"][mode] = {"one_rank": one, "two_ranks": two,
                                         "communication_cost": two["step_ms"] / one["step_ms"] - 1}
         report["measured"]["ddp_communication_cost"] = report["training"]["ddp"]["communication_cost"]
+        # Ranks as threads: DDP's all_reduces with the ops before them (one
+        # program across the ranks) or alone.
+        alone = run_training_threads(args, False)
+        fused = run_training_threads(args, True)
+        report["training_threads"] = {"model": args.model, "ddp": {
+            "collectives_alone": alone, "collectives_with_their_ops": fused,
+            "speedup": alone["step_ms"] / fused["step_ms"]}}
     out_dir = os.environ.get("TPUC_BENCH_RESULTS_DIR", os.path.join(HERE, "results"))
     os.makedirs(out_dir, exist_ok=True)
     with open(os.path.join(out_dir, "distributed.json"), "w") as f:
