@@ -159,6 +159,16 @@ void fz_text_release(fz_text* t) {
   free(t);
 }
 
+/* A program text of its own for `text` (len bytes), or NULL (no memory). */
+static fz_text* text_copy(const char* text, size_t len) {
+  char* copy = malloc(len + 1);
+  if (copy == NULL) return NULL;
+  memcpy(copy, text, len);
+  copy[len] = '\0';
+  tpuc_fingerprint zero = {0, 0};
+  return fz_text_make(copy, len, tpuc_fingerprint_bytes(zero, text, len));
+}
+
 const char* fz_text_str(const fz_text* t, size_t* len) {
   if (len) *len = t ? t->len : 0;
   return t ? t->text : NULL;
@@ -1140,6 +1150,36 @@ static void capture_broke(fz_seg* s, const char* fmt, ...) {
   va_end(ap);
 }
 
+/* Marks which results of nodes [0, n) the run must hand out (live[node *
+ * FZ_MAX_OUT + k]): argument checks, and results something holds beyond
+ * the segment's own nodes. Returns how many; *any_check: some node has an
+ * argument check. */
+static size_t mark_live(const fz_seg* s, size_t n, bool* live,
+                        bool* any_check) {
+  size_t nlive = 0;
+  *any_check = false;
+  for (size_t i = 0; i < n; i++) {
+    const fz_node* nd = &s->nodes[i];
+    for (uint32_t k = 0; k < nd->nout; k++) {
+      bool check = nd->has_check && k + 1 == nd->nout;
+      bool l = check || tpuc_buffer_refs(nd->out[k]) > 1 + (int)nd->uses[k];
+      live[i * FZ_MAX_OUT + k] = l;
+      nlive += l;
+      *any_check |= check;
+    }
+  }
+  return nlive;
+}
+
+/* Whether an input given away may still be read by a segment on the
+ * background thread that has not been enqueued yet. */
+static bool gives_held(tpuc_buffer* const* args, const bool* donate,
+                       size_t next) {
+  for (size_t j = 0; j < next; j++)
+    if (donate[j] && tpuc_lazy_holds(args[j]) > 0) return true;
+  return false;
+}
+
 /* Runs nodes [0, n) of `s` as one program (or op by op, fuse_after()) and
  * removes them from the segment; the nodes after them stay recorded (their
  * inputs from the run ones become external). */
@@ -1164,18 +1204,8 @@ static tpuc_status* run_prefix(fz_seg* s, size_t n, tpuc_fused_reason why) {
   bool* live = calloc(n * FZ_MAX_OUT, sizeof *live);
   if (live == NULL)
     return tpuc_status_make(TPUC_RESOURCE_EXHAUSTED, "out of host memory");
-  size_t nlive = 0;
   bool any_check = false;
-  for (size_t i = 0; i < n; i++) {
-    fz_node* nd = &s->nodes[i];
-    for (uint32_t k = 0; k < nd->nout; k++) {
-      bool check = nd->has_check && k + 1 == nd->nout;
-      bool l = check || tpuc_buffer_refs(nd->out[k]) > 1 + (int)nd->uses[k];
-      live[i * FZ_MAX_OUT + k] = l;
-      nlive += l;
-      any_check |= check;
-    }
-  }
+  size_t nlive = mark_live(s, n, live, &any_check);
   tpuc_fused_event ev;
   memset(&ev, 0, sizeof ev);
   ev.reason = why;
@@ -1340,10 +1370,7 @@ static tpuc_status* run_prefix(fz_seg* s, size_t n, tpuc_fused_reason why) {
       /* An input given away here may still be read by a segment on the
        * background thread that has not been enqueued yet: let those go
        * first (PJRT orders a donation after the reads already enqueued). */
-      bool gives_held = false;
-      for (size_t j = 0; j < next; j++)
-        gives_held |= donate[j] && tpuc_lazy_holds(args[j]) > 0;
-      if (gives_held) jobs_wait_all();
+      if (gives_held(args, donate, next)) jobs_wait_all();
       if (st == NULL) st = tpuc_values_ensure(args, next);
       if (st == NULL)
         st = tpuc_execute(exe, s->device, args, next, donate, outs, nlive);
@@ -1537,17 +1564,6 @@ tpuc_status* tpuc_fused_group_run(tpuc_group* g, const char* text, size_t len,
                   s->n < max_ops() && tpuc_lazy_owner(arg) == s;
   for (size_t i = 0; offer_it && i < s->n; i++)
     offer_it = !s->nodes[i].has_check;
-  fz_text* prog = NULL;
-  if (offer_it) {
-    char* copy = malloc(len + 1);
-    tpuc_fingerprint zero = {0, 0};
-    if (copy != NULL) {
-      memcpy(copy, text, len);
-      copy[len] = '\0';
-      prog = fz_text_make(copy, len, tpuc_fingerprint_bytes(zero, text, len));
-    }
-    offer_it = prog != NULL;
-  }
   /* The segment's inputs must not wait for another segment meanwhile
    * (another rank's, which may be waiting in this very collective). */
   for (size_t i = 0; offer_it && i < s->n; i++)
@@ -1557,40 +1573,42 @@ tpuc_status* tpuc_fused_group_run(tpuc_group* g, const char* text, size_t len,
     }
   tpuc_buffer* mine = NULL; /* the collective's result, lazy */
   if (offer_it) {
-    tpuc_status* st = add_node(s, prog, "collective", &arg, 1, out_type, 1,
-                               false, TPUC_OK, NULL);
+    fz_text* prog = text_copy(text, len);
+    tpuc_status* st = prog == NULL ? tpuc_status_make(TPUC_RESOURCE_EXHAUSTED,
+                                                      "out of host memory")
+                                   : add_node(s, prog, "collective", &arg, 1,
+                                              out_type, 1, false, TPUC_OK, NULL);
+    if (prog != NULL) fz_text_release(prog);
     offer_it = st == NULL;
     tpuc_status_free(st);
   }
-  if (prog != NULL) fz_text_release(prog);
   size_t n = offer_it ? s->n : 0, nlive = 0, next = 0;
   bool* live = NULL;
   tpuc_buffer** args = NULL;
   int* alias = NULL;
   bool* donate = NULL;
+  tpuc_buffer** outs = NULL;
+  fz_seg* d = NULL;
+  char* ptext = NULL;
+  size_t plen = 0;
+  tpuc_group_offer offer;
+  memset(&offer, 0, sizeof offer);
   tpuc_fingerprint key = {0, 0};
   if (offer_it) {
     mine = s->nodes[n - 1].out[0];
     tpuc_buffer_retain(mine);
+    for (size_t i = 0; i < n; i++)
+      for (uint32_t a = 0; a < s->nodes[i].nin; a++)
+        next += !s->nodes[i].internal[a];
     live = calloc(n * FZ_MAX_OUT, sizeof *live);
-    offer_it = live != NULL;
-  }
-  if (offer_it) {
-    for (size_t i = 0; i < n; i++) {
-      const fz_node* nd = &s->nodes[i];
-      for (uint32_t k = 0; k < nd->nout; k++) {
-        bool l = tpuc_buffer_refs(nd->out[k]) > 1 + (int)nd->uses[k];
-        live[i * FZ_MAX_OUT + k] = l;
-        nlive += l;
-      }
-      for (uint32_t a = 0; a < nd->nin; a++) next += !nd->internal[a];
-    }
     args = malloc(sizeof *args * (next ? next : 1));
     alias = malloc(sizeof *alias * (next ? next : 1));
     donate = calloc(next ? next : 1, sizeof *donate);
-    offer_it = args != NULL && alias != NULL && donate != NULL;
+    offer_it = live != NULL && args != NULL && alias != NULL && donate != NULL;
   }
   if (offer_it) {
+    bool any_check; /* none: a node with a check is never offered */
+    nlive = mark_live(s, n, live, &any_check);
     size_t e = 0;
     for (size_t i = 0; i < n; i++)
       for (uint32_t a = 0; a < s->nodes[i].nin; a++)
@@ -1608,14 +1626,23 @@ tpuc_status* tpuc_fused_group_run(tpuc_group* g, const char* text, size_t len,
       key = tpuc_fingerprint_bytes(key, &dv, sizeof dv);
     }
     /* Compiled as any segment is, once it recurs (counted per rank). */
-    tpuc_executable* known = prog_lookup(client, key);
-    if (known != NULL) {
-      tpuc_executable_release(known);
-    } else {
+    offer.exe = prog_lookup(client, key);
+    if (offer.exe == NULL) {
       g_nsegs++;
-      tpuc_fingerprint per_rank = tpuc_fingerprint_bytes(key, &rank, sizeof rank);
+      tpuc_fingerprint per_rank =
+          tpuc_fingerprint_bytes(key, &rank, sizeof rank);
       offer_it = fuse_now(per_rank, fuse_after_for(seg_small(s, n)));
     }
+  }
+  if (offer_it) {
+    outs = calloc(nlive, sizeof *outs);
+    d = calloc(1, sizeof *d);
+    offer_it = outs != NULL && d != NULL;
+  }
+  if (offer_it && offer.exe == NULL) {
+    tpuc_status* st = compose(s, n, live, alias, NULL, false, &ptext, &plen);
+    offer_it = st == NULL;
+    tpuc_status_free(st);
   }
   if (!offer_it) {
     /* The collective alone, after what the segment recorded. */
@@ -1623,47 +1650,20 @@ tpuc_status* tpuc_fused_group_run(tpuc_group* g, const char* text, size_t len,
       drop_last_node(s);
       tpuc_buffer_release(mine);
     }
+    if (offer.exe != NULL) tpuc_executable_release(offer.exe);
     free(live);
-    free(args);
-    free(alias);
-    free(donate);
-    if (s != NULL && s->n > 0) {
-      keep_error(run_prefix(s, s->n, TPUC_FUSED_COLLECTIVE));
-      windows_reset(s);
-    }
-    unlock();
-    return tpuc_group_run(g, text, len, what, arg, timeout_ms, out);
-  }
-  /* Take the segment out of the open ones while the rank waits. */
-  tpuc_status* st = NULL;
-  fz_seg* d = calloc(1, sizeof *d);
-  tpuc_buffer** outs = calloc(nlive, sizeof *outs);
-  char* ptext = NULL;
-  size_t plen = 0;
-  tpuc_group_offer offer;
-  memset(&offer, 0, sizeof offer);
-  offer.exe = prog_lookup(client, key);
-  bool had_exe = offer.exe != NULL;
-  if (d == NULL || outs == NULL)
-    st = tpuc_status_make(TPUC_RESOURCE_EXHAUSTED, "out of host memory");
-  if (st == NULL && !had_exe)
-    st = compose(s, n, live, alias, NULL, false, &ptext, &plen);
-  if (st != NULL) {
-    drop_last_node(s);
-    tpuc_buffer_release(mine);
-    free(d);
     free(args);
     free(alias);
     free(donate);
     free(outs);
-    free(live);
-    if (offer.exe != NULL) tpuc_executable_release(offer.exe);
-    keep_error(run_prefix(s, s->n, TPUC_FUSED_COLLECTIVE));
-    windows_reset(s);
+    free(d);
+    if (s != NULL && s->n > 0)
+      keep_error(run_prefix(s, s->n, TPUC_FUSED_COLLECTIVE));
     unlock();
-    tpuc_status_free(st);
     return tpuc_group_run(g, text, len, what, arg, timeout_ms, out);
   }
+  /* Take the segment out of the open ones while the rank waits. */
+  bool had_exe = offer.exe != NULL;
   d->client = s->client;
   d->device = s->device;
   d->nodes = s->nodes;
@@ -1675,14 +1675,12 @@ tpuc_status* tpuc_fused_group_run(tpuc_group* g, const char* text, size_t len,
   s->n = s->cap = 0;
   s->fp = (tpuc_fingerprint){0, 0};
   windows_reset(s);
-  bool gives_held = false;
   for (size_t i = 0; i < n; i++) {
     fz_node* nd = &d->nodes[i];
     for (uint32_t k = 0; k < nd->nout; k++)
       tpuc_lazy_set_owner(nd->out[k], d, (int64_t)(i * FZ_TAG + k));
   }
-  for (size_t j = 0; j < next; j++)
-    gives_held |= donate[j] && tpuc_lazy_holds(args[j]) > 0;
+  bool wait_jobs = gives_held(args, donate, next);
   offer.key = key;
   offer.text = ptext;
   offer.len = plen;
@@ -1695,10 +1693,10 @@ tpuc_status* tpuc_fused_group_run(tpuc_group* g, const char* text, size_t len,
   unlock();
   /* An input given away may still be read by a segment on the background
    * thread not enqueued yet: those go first (as in run_prefix). */
-  if (gives_held) jobs_wait_all();
+  if (wait_jobs) jobs_wait_all();
 
   int how = TPUC_GROUP_RAN_PLAIN;
-  st = tpuc_group_run_offer(g, text, len, what, arg, &offer, timeout_ms, NULL,
+  tpuc_status* st = tpuc_group_run_offer(g, text, len, what, arg, &offer, timeout_ms, NULL,
                             &how);
 
   lock();
@@ -1725,12 +1723,11 @@ tpuc_status* tpuc_fused_group_run(tpuc_group* g, const char* text, size_t len,
     ev.reason = TPUC_FUSED_COLLECTIVE;
     ev.ops = (uint32_t)n;
     ev.outputs = (uint32_t)nlive;
-    ev.source = had_exe ? 0
-                : offer.source == TPUC_CACHE_COMPILED ? 1
-                : offer.source == TPUC_CACHE_MEMORY   ? 2
-                : offer.source == TPUC_CACHE_DISK     ? 3
-                                                      : 0;
     ev.seconds = offer.seconds;
+    /* Counted where the program was compiled or loaded (the rank that
+     * came last); the others had it from the group. */
+    if (!had_exe && offer.source >= 0)
+      account_program(&ev, (tpuc_cache_source)offer.source, false);
     snprintf(ev.first_op, sizeof ev.first_op, "%s", d->nodes[0].name);
     snprintf(ev.last_op, sizeof ev.last_op, "%s", d->nodes[n - 1].name);
     slock();
@@ -1739,10 +1736,6 @@ tpuc_status* tpuc_fused_group_run(tpuc_group* g, const char* text, size_t len,
     g_stats.outputs += nlive;
     g_stats.by_reason[TPUC_FUSED_COLLECTIVE]++;
     g_stats.group_segments++;
-    if (!had_exe && offer.source == TPUC_CACHE_COMPILED) {
-      g_stats.compiles++;
-      g_stats.compile_seconds += offer.seconds;
-    }
     sunlock();
     log_event(&ev);
     *out = mine;
@@ -1959,13 +1952,7 @@ tpuc_status* fz_record_zeros(tpuc_client* client, int device,
   size_t len =
       tpuc_storage_zeros_program(storage, buf, sizeof buf, &dtype, &count);
   if (len == 0) return NULL;
-  char* text = malloc(len + 1);
-  if (text == NULL)
-    return tpuc_status_make(TPUC_RESOURCE_EXHAUSTED, "out of host memory");
-  memcpy(text, buf, len + 1);
-  tpuc_fingerprint zero = {0, 0};
-  fz_text* prog =
-      fz_text_make(text, len, tpuc_fingerprint_bytes(zero, buf, len));
+  fz_text* prog = text_copy(buf, len);
   if (prog == NULL)
     return tpuc_status_make(TPUC_RESOURCE_EXHAUSTED, "out of host memory");
   tpuc_hlo_type type = tpuc_hlo_type_make(dtype, &count, 1);

@@ -223,11 +223,34 @@ static struct timespec deadline_after(int64_t ms) {
   return t;
 }
 
-/* Under s->mu, by the last rank to arrive, when every rank offered a
- * program of one key (tpuc_group_offer): compiles it for the ranks'
+/* `text` compiled (through the cache) for the group's devices, in rank
+ * order. */
+static tpuc_status* compile_for_group(grp_shared* s, const char* text,
+                                      size_t len, tpuc_executable** exe,
+                                      tpuc_cache_source* src) {
+  tpuc_compile_options o = {.num_replicas = s->size,
+                            .replica_devices = s->devices};
+  if (s->size == 1) o.replica_devices = NULL;
+  return tpuc_compile(s->client, text, len, &o, exe, src);
+}
+
+/* Enqueues `exe` on every rank's device once the `na` arguments of each
+ * rank (rank after rank) have their values; `no` results per rank. */
+static tpuc_status* execute_for_group(grp_shared* s, tpuc_executable* exe,
+                                      tpuc_buffer** args, size_t na,
+                                      const bool* donate, tpuc_buffer** outs,
+                                      size_t no) {
+  TPUC_RETURN_IF_ERROR(tpuc_values_ensure(args, (size_t)s->size * na));
+  if (s->size == 1)
+    return tpuc_execute(exe, s->devices[0], args, na, donate, outs, no);
+  return tpuc_execute_replicated(exe, args, na, donate, outs, no);
+}
+
+/* Under s->mu, by the last rank to arrive (`me`), when every rank offered
+ * a program of one key (tpuc_group_offer): compiles it for the ranks'
  * devices (unless a rank has it) and enqueues it with every rank's
  * arguments; each rank's results go to its offer. */
-static tpuc_status* run_offers(grp_shared* s) {
+static tpuc_status* run_offers(grp_shared* s, int me) {
   tpuc_group_offer* o0 = s->offer[0];
   size_t na = o0->nargs, no = o0->nouts, n = (size_t)s->size;
   tpuc_executable* exe = NULL;
@@ -243,17 +266,13 @@ static tpuc_status* run_offers(grp_shared* s) {
   } else if (with_text == NULL) {
     return tpuc_status_make(TPUC_INTERNAL, "no rank has the program");
   } else {
-    tpuc_compile_options o = {.num_replicas = s->size,
-                              .replica_devices = s->devices};
-    if (s->size == 1) o.replica_devices = NULL;
+    /* The compile is the calling rank's; the others got it from it. */
     tpuc_cache_source src = TPUC_CACHE_COMPILED;
     double t0 = tpuc_now_seconds();
-    TPUC_RETURN_IF_ERROR(tpuc_compile(s->client, with_text->text,
-                                      with_text->len, &o, &exe, &src));
-    for (size_t r = 0; r < n; r++) {
-      s->offer[r]->source = (int)src;
-      s->offer[r]->seconds = tpuc_now_seconds() - t0;
-    }
+    TPUC_RETURN_IF_ERROR(
+        compile_for_group(s, with_text->text, with_text->len, &exe, &src));
+    s->offer[me]->source = (int)src;
+    s->offer[me]->seconds = tpuc_now_seconds() - t0;
   }
   tpuc_buffer** args = malloc(sizeof *args * (n * na > 0 ? n * na : 1));
   tpuc_buffer** outs = calloc(n * no > 0 ? n * no : 1, sizeof *outs);
@@ -261,11 +280,8 @@ static tpuc_status* run_offers(grp_shared* s) {
     st = tpuc_status_make(TPUC_RESOURCE_EXHAUSTED, "out of host memory");
   for (size_t r = 0; st == NULL && r < n; r++)
     for (size_t i = 0; i < na; i++) args[r * na + i] = s->offer[r]->args[i];
-  if (st == NULL) st = tpuc_values_ensure(args, n * na);
-  if (st == NULL && s->size == 1)
-    st = tpuc_execute(exe, s->devices[0], args, na, o0->donate, outs, no);
-  else if (st == NULL)
-    st = tpuc_execute_replicated(exe, args, na, o0->donate, outs, no);
+  if (st == NULL)
+    st = execute_for_group(s, exe, args, na, o0->donate, outs, no);
   for (size_t r = 0; st == NULL && r < n; r++) {
     for (size_t k = 0; k < no; k++) s->offer[r]->outs[k] = outs[r * no + k];
     tpuc_executable_retain(exe);
@@ -296,7 +312,7 @@ static bool offers_agree(const grp_shared* s) {
 /* Under s->mu, by the last rank to arrive: runs the ranks' offered program
  * when they agree on one, else (no offers) checks that the calls agree,
  * compiles and enqueues the collective; records the outcome. */
-static void run_call(grp_shared* s, const char* text, size_t len) {
+static void run_call(grp_shared* s, int me, const char* text, size_t len) {
   tpuc_status* st = NULL;
   bool any_offer = false;
   for (int r = 0; r < s->size; r++) any_offer |= s->offer[r] != NULL;
@@ -308,7 +324,7 @@ static void run_call(grp_shared* s, const char* text, size_t len) {
     s->how = TPUC_GROUP_RAN_NONE;
     if (same && offers_agree(s)) {
       s->how = TPUC_GROUP_RAN_OFFER;
-      st = run_offers(s);
+      st = run_offers(s, me);
     }
   } else if (!same) {
     size_t cap = (size_t)s->size * (GRP_WHAT + 16) + 64, n = 0;
@@ -323,16 +339,10 @@ static void run_call(grp_shared* s, const char* text, size_t len) {
                           msg ? msg : "the ranks' calls differ");
     free(msg);
   } else if (text != NULL) {
-    tpuc_compile_options o = {.num_replicas = s->size,
-                              .replica_devices = s->devices};
     tpuc_executable* exe = NULL;
-    if (s->size == 1) o.replica_devices = NULL;
-    st = tpuc_compile(s->client, text, len, &o, &exe, NULL);
-    if (st == NULL) st = tpuc_values_ensure(s->args, (size_t)s->size);
-    if (st == NULL && s->size == 1)
-      st = tpuc_execute(exe, s->devices[0], s->args, 1, NULL, s->outs, 1);
-    else if (st == NULL)
-      st = tpuc_execute_replicated(exe, s->args, 1, NULL, s->outs, 1);
+    st = compile_for_group(s, text, len, &exe, NULL);
+    if (st == NULL)
+      st = execute_for_group(s, exe, s->args, 1, NULL, s->outs, 1);
     tpuc_executable_release(exe);
   }
   free(s->message);
@@ -381,7 +391,7 @@ tpuc_status* tpuc_group_run_offer(tpuc_group* g, const char* text, size_t len,
   s->offer[me] = offer;
   if (++s->arrived == s->size) {
     s->running = true;
-    run_call(s, text, len);
+    run_call(s, me, text, len);
   } else {
     struct timespec until = deadline_after(timeout_ms);
     while (s->gen == gen) {

@@ -59,8 +59,9 @@ typedef struct tpuc_group_offer {
                          program aliases it to; the same on every rank */
   tpuc_buffer** outs; /* receives nouts results when it ran */
   size_t nouts;
-  /* After it ran: where the program came from (a tpuc_cache_source, or -1:
-   * a rank had it) and the seconds that took. */
+  /* After it ran, on the rank that compiled or loaded the program: where
+   * it came from (a tpuc_cache_source) and the seconds that took; -1 on
+   * the others (set it to -1 before the call). */
   int source;
   double seconds;
 } tpuc_group_offer;

@@ -417,7 +417,8 @@ static void* offer_main(void* p) {
                           .nargs = 2,
                           .donate = r->give ? give : NULL,
                           .outs = r->outs,
-                          .nouts = 2};
+                          .nouts = 2,
+                          .source = -1};
     st = tpuc_group_run_offer(g, text, len, "all_reduce", r->a, &o, 20000,
                               NULL, &r->how);
     r->exe = o.exe;
