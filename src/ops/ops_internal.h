@@ -50,6 +50,17 @@ typedef struct op_ctx {
   /* Random ops: the rng state u64[2] (seed, counter), else -1. */
   bool random;
   tpuc_hlo_value rng;
+  /* A small random call's counters drawn by a program of their count's
+   * bucket (tpuc::random_words, shared by every call of that bucket): its
+   * u32[2 * words_total] result, the two words of each counter side by
+   * side, is an argument in place of `rng`, else -1. Draws take the
+   * counters from it in order; words_used counts the counters drawn so far
+   * (in every program), words_region is set by a draw inside a region (a
+   * sampler's loop: such a call is never split). */
+  tpuc_hlo_value words;
+  int64_t words_total, words_used;
+  bool words_region;
+  tpuc_hlo_fn* main_fn;
   /* Internal: the u8 storage argument behind each tensor read. */
   tpuc_hlo_value storage_vals[OP_MAX_ARGS];
   tpuc_hlo_value list_storage[OP_MAX_LIST];

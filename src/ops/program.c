@@ -795,6 +795,9 @@ typedef struct {
   bool has_check;
   tpuc_code check_code;
   const char* check_msg;
+  /* A random call's counters come from tpuc::random_words of this count
+   * (draw_words), 0 when from the generator state. */
+  int64_t words;
 } prog_entry;
 
 static pthread_mutex_t g_prog_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -1020,6 +1023,7 @@ static void prog_insert(tpuc_client* client, const keybuf* k,
     e->n_host_checks = c->n_host_checks;
     e->check_code = c->check_code;
     e->check_msg = c->check_msg;
+    e->words = c->words_total;
     g_progs_count++;
   }
   pthread_mutex_unlock(&g_prog_mu);
@@ -1363,8 +1367,16 @@ static tpuc_status* build_program(tpuc_client* client, const op_entry* e,
   TRY(tpuc_hlo_module_create("tpuc_op", &m));
   c->module = m;
   tpuc_status* st = tpuc_hlo_main(m, &c->fn);
+  c->main_fn = c->fn;
   c->rng = -1;
-  if (st == NULL && c->random) {
+  c->words = -1;
+  c->words_used = 0;
+  c->words_region = false;
+  if (st == NULL && c->random && c->words_total > 0) {
+    int64_t n = 2 * c->words_total;
+    tpuc_hlo_type wt = tpuc_hlo_type_make(TPUC_DTYPE_U32, &n, 1);
+    st = tpuc_hlo_arg(c->fn, &wt, &c->words);
+  } else if (st == NULL && c->random) {
     int64_t two = 2;
     tpuc_hlo_type rt = tpuc_hlo_type_make(TPUC_DTYPE_U64, &two, 1);
     st = tpuc_hlo_arg(c->fn, &rt, &c->rng);
@@ -1474,6 +1486,89 @@ static tpuc_status* build_program(tpuc_client* client, const op_entry* e,
   return NULL;
 }
 
+/* Random calls of up to WORDS_MAX counters take them from a program of
+ * their count's bucket (a power of two from WORDS_MIN): new shapes of
+ * random ops (a test's model inits, dropout at each activation size)
+ * compile Threefry once per bucket instead of once per shape, and a shape's
+ * own program (the draws' transforms) compiles in a fraction of the time.
+ * The numbers are the same either way: counter k gives the same words
+ * whichever program computes it. Larger calls keep one program: their
+ * compile is small next to their run, which the split would slow. */
+#define WORDS_MIN 256
+#define WORDS_MAX 16384
+
+static int g_words_index = -1;
+static pthread_once_t g_words_once = PTHREAD_ONCE_INIT;
+
+static void find_words(void) {
+  g_words_index = tpuc_op_find("tpuc::random_words");
+}
+
+static int words_index(void) {
+  pthread_once(&g_words_once, find_words);
+  return g_words_index;
+}
+
+/* The bucket of the counters call `proto` draws, or 0 when it keeps one
+ * program (a draw inside a sampler's loop, none, or more than WORDS_MAX):
+ * the call's program is built once without compiling to count them. */
+static int64_t words_bucket(tpuc_client* client, const op_entry* e,
+                            const op_ctx* proto, tpuc_fingerprint fp) {
+  op_ctx* c = malloc(sizeof *c);
+  if (c == NULL) return 0;
+  *c = *proto;
+  c->words_total = 0;
+  tpuc_executable* exe = NULL;
+  fz_text* text = NULL;
+  tpuc_hlo_type out_types[OP_MAX_OUTS], exec_types[OP_MAX_OUTS + 1];
+  tpuc_status* st = build_program(client, e, c, fp, false, &exe, &text,
+                                  out_types, exec_types);
+  fz_text_release(text);
+  int64_t used = c->words_used, bucket = 0;
+  bool region = c->words_region;
+  free(c);
+  if (st != NULL) {
+    /* The real build reports it. */
+    tpuc_status_free(st);
+    return 0;
+  }
+  if (region || used <= 0 || used > WORDS_MAX) return 0;
+  for (bucket = WORDS_MIN; bucket < used;) bucket *= 2;
+  return bucket;
+}
+
+static tpuc_status* run_phase(tpuc_client* client, int device, int index,
+                              const op_entry* e, const tpuc_op_arg* args,
+                              size_t num_args, const tpuc_op_options* options,
+                              int phase, const int64_t* dyn,
+                              tpuc_op_result* results, size_t max_results,
+                              size_t* num_results);
+
+/* The u32[2 * n] words of n counters from the call's generator state
+ * (tpuc::random_words), to stand in for the state as its first input. */
+static tpuc_status* draw_words(tpuc_client* client, int device,
+                               const tpuc_op_options* options, int64_t n,
+                               tpuc_buffer** out) {
+  int index = words_index();
+  tpuc_op_arg a;
+  memset(&a, 0, sizeof a);
+  a.kind = TPUC_OP_ARG_INT;
+  a.i = n;
+  tpuc_op_options o = *options;
+  memset(o.write_to, 0, sizeof o.write_to);
+  tpuc_op_result r;
+  size_t nr = 0;
+  memset(&r, 0, sizeof r);
+  TRY(run_phase(client, device, index, ops_entry((size_t)index), &a, 1, &o, 0,
+                NULL, &r, 1, &nr));
+  if (nr != 1 || r.value == NULL) {
+    tpuc_buffer_release(r.value);
+    return tpuc_status_make(TPUC_INTERNAL, "random_words gave no value");
+  }
+  *out = r.value;
+  return NULL;
+}
+
 /* One program of a call: phase 0 for ordinary ops; dynamic-shape ops run
  * phase 1 (their sizes) and then phase 2 with those sizes in `dyn`. */
 static tpuc_status* run_phase(tpuc_client* client, int device, int index,
@@ -1500,8 +1595,10 @@ static tpuc_status* run_phase(tpuc_client* client, int device, int index,
   tpuc_eager_mode mode = tpuc_eager_mode_current();
   op_host_check host_checks[OP_MAX_HOST_CHECKS];
   size_t n_host_checks = 0;
+  int64_t words = 0;
   if (!key.overflow && prog_find(client, &key, fp, &hit) != NULL) {
     exe = hit.exe;
+    words = hit.words;
     memcpy(host_checks, hit.host_checks, sizeof host_checks);
     n_host_checks = hit.n_host_checks;
     memcpy(exec_types, hit.exec_types, sizeof exec_types);
@@ -1520,6 +1617,9 @@ static tpuc_status* run_phase(tpuc_client* client, int device, int index,
     c.random = tpuc_op_is_random(index);
     c.phase = phase;
     if (phase == 2) memcpy(c.dyn, dyn, sizeof c.dyn);
+    if (c.random && phase == 0 && index != words_index())
+      c.words_total = words_bucket(client, e, &c, fp);
+    words = c.words_total;
     tpuc_status* st =
         build_program(client, e, &c, fp, mode != TPUC_EAGER_FUSED, &exe,
                       &text, out_types, exec_types);
@@ -1563,7 +1663,10 @@ static tpuc_status* run_phase(tpuc_client* client, int device, int index,
   }
   run_inputs r = {{0}, 0};
   tpuc_status* st = NULL;
-  if (tpuc_op_is_random(index)) {
+  if (tpuc_op_is_random(index) && words > 0) {
+    st = draw_words(client, device, options, words, &r.in[r.nin]);
+    if (st == NULL) r.nin++;
+  } else if (tpuc_op_is_random(index)) {
     int64_t two = 2;
     st = tpuc_buffer_from_host(client, device, TPUC_DTYPE_U64, &two, 1,
                                options->rng, NULL, &r.in[r.nin]);

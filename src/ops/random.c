@@ -87,6 +87,28 @@ static tpuc_status* threefry2x32(op_ctx* c, tpuc_hlo_value key,
  * continues where the one before ended (the state it leaves), so no two
  * draws repeat each other's numbers. */
 static tpuc_status* draw_counters(op_ctx* c, int64_t m, tpuc_hlo_value out[2]) {
+  if (c->fn != c->main_fn) c->words_region = true;
+  if (c->words >= 0) {
+    /* The counters of this draw, computed by the bucket's program: rows
+     * words_used .. words_used + m - 1 of its [total, 2] words. */
+    if (c->fn != c->main_fn || c->words_used + m > c->words_total)
+      return tpuc_status_make(TPUC_INTERNAL,
+                              "random draw past the bucket's %lld counters",
+                              (long long)c->words_total);
+    int64_t pairs[2] = {c->words_total, 2};
+    int64_t lo[2] = {c->words_used, 0}, hi[2] = {c->words_used + m, 1};
+    tpuc_hlo_value w;
+    TRY(tpuc_hlo_reshape(c->fn, c->words, pairs, 2, &w));
+    TRY(tpuc_hlo_slice(c->fn, w, lo, hi, NULL, &out[0]));
+    lo[1] = 1;
+    hi[1] = 2;
+    TRY(tpuc_hlo_slice(c->fn, w, lo, hi, NULL, &out[1]));
+    TRY(tpuc_hlo_reshape(c->fn, out[0], &m, 1, &out[0]));
+    TRY(tpuc_hlo_reshape(c->fn, out[1], &m, 1, &out[1]));
+    c->words_used += m;
+    return NULL;
+  }
+  c->words_used += m;
   if (c->rng < 0) return op_unimpl("random op without a generator state");
   int64_t one = 1, zero = 0, two = 2;
   tpuc_hlo_value key, base, next, mv;
@@ -1246,7 +1268,24 @@ static tpuc_status* lower_randperm(op_ctx* c, int param) {
   return NULL;
 }
 
+/* tpuc::random_words(n): the two u32 words of n counters from the call's
+ * generator state, side by side (u32[2n], as op_random_bits lays them
+ * out). A small random call runs as this program of its count's bucket
+ * and a program of its own that reads the words (src/ops/program.c):
+ * Threefry, the costly part to compile, is compiled once per bucket
+ * instead of once per shape. */
+static tpuc_status* lower_random_words(op_ctx* c, int param) {
+  (void)param;
+  if (c->nargs != 1 || c->args[0].kind != TPUC_OP_ARG_INT || c->args[0].i <= 0)
+    return tpuc_status_make(TPUC_INTERNAL, "random_words takes a count");
+  int64_t n = 2 * c->args[0].i;
+  tpuc_hlo_type t = tpuc_hlo_type_make(TPUC_DTYPE_U32, &n, 1);
+  c->nouts = 1;
+  return op_random_bits(c, TPUC_DTYPE_U32, &t, &c->outs[0]);
+}
+
 const op_entry op_table_random[] = {
+    {"tpuc::random_words", lower_random_words, 0},
     {"aten::uniform_", lower_uniform, 0},
     {"aten::randperm.generator_out", lower_randperm, 0},
     {"aten::_standard_gamma", lower_standard_gamma, 0},

@@ -276,6 +276,75 @@ static void test_random_ops_follow_the_state(void) {
   tpuc_storage_release(s);
 }
 
+/* uniform_ of `n` floats from state (42, 9 << 32) into `out` (n floats). */
+static void uniform_draw(int64_t n, float* out) {
+  tpuc_storage* s = NULL;
+  TPUC_CHECK_OK(tpuc_storage_create(tpuc_test_client(), 0, (size_t)n * 4, &s));
+  int64_t sz[1] = {n}, st[1] = {1};
+  tpuc_op_arg a = tensor_arg(s, TPUC_DTYPE_F32, 1, sz, st, 0);
+  tpuc_op_options o = kOpts;
+  o.rng[0] = 42;
+  o.rng[1] = (uint64_t)9 << 32;
+  tpuc_op_result r[1];
+  size_t nr = 0;
+  TPUC_CHECK_OK(tpuc_op_run(tpuc_test_client(), 0,
+                            tpuc_op_find("aten::uniform_"), &a, 1, &o, r, 1,
+                            &nr));
+  TPUC_CHECK(nr == 1);
+  TPUC_CHECK_OK(tpuc_value_to_host(r[0].value, out, (size_t)n * 4));
+  tpuc_buffer_release(r[0].value);
+  tpuc_storage_release(s);
+}
+
+static void test_small_draws_share_the_counters_program(void) {
+  /* A small call draws its counters with tpuc::random_words of its bucket
+   * (two programs), a large one in one program: the numbers of the same
+   * state are the same, the small call's are the large one's first. The
+   * words op itself gives both words of each counter. */
+  enum { SMALL = 1001, LARGE = 140000 }; /* 501 and 70000 counters */
+  float* small = malloc(SMALL * sizeof(float));
+  float* large = malloc(LARGE * sizeof(float));
+  TPUC_CHECK(small != NULL && large != NULL);
+  uniform_draw(SMALL, small);
+  uniform_draw(LARGE, large);
+  TPUC_CHECK(memcmp(small, large, SMALL * sizeof(float)) == 0);
+  uniform_draw(SMALL - 1, large);
+  TPUC_CHECK(memcmp(small, large, (SMALL - 1) * sizeof(float)) == 0);
+  free(small);
+  free(large);
+
+  int w = tpuc_op_find("tpuc::random_words");
+  TPUC_CHECK(tpuc_op_is_random(w));
+  tpuc_op_arg a;
+  memset(&a, 0, sizeof a);
+  a.kind = TPUC_OP_ARG_INT;
+  a.i = 256;
+  tpuc_op_options o = kOpts;
+  o.rng[0] = 42;
+  o.rng[1] = (uint64_t)9 << 32;
+  tpuc_op_result r[1];
+  size_t nr = 0;
+  TPUC_CHECK_OK(tpuc_op_run(tpuc_test_client(), 0, w, &a, 1, &o, r, 1, &nr));
+  TPUC_CHECK(nr == 1 && r[0].dtype == TPUC_DTYPE_U32 && r[0].rank == 1 &&
+             r[0].sizes[0] == 512);
+  uint32_t words[512];
+  TPUC_CHECK_OK(tpuc_value_to_host(r[0].value, words, sizeof words));
+  tpuc_buffer_release(r[0].value);
+  /* uniform_ keeps a word's top 23 bits: word k gives number k. */
+  float first[8];
+  uniform_draw(8, first);
+  for (int k = 0; k < 8; k++) {
+    uint32_t bits = (words[k] >> 9) | 0x3F800000u;
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    TPUC_CHECK(f - 1.0f == first[k]);
+  }
+  /* A count of zero is refused. */
+  a.i = 0;
+  TPUC_CHECK_ERROR(tpuc_op_run(tpuc_test_client(), 0, w, &a, 1, &o, r, 1, &nr),
+                   TPUC_INTERNAL, "takes a count");
+}
+
 static void test_client_marks(void) {
   uint64_t mark = 0;
   bool done = false;
@@ -291,6 +360,7 @@ TPUC_TEST_MAIN(TPUC_TEST(test_promote_types),
                TPUC_TEST(test_device_copy_casts_and_broadcasts),
                TPUC_TEST(test_two_phase_nonzero),
                TPUC_TEST(test_random_ops_follow_the_state),
+               TPUC_TEST(test_small_draws_share_the_counters_program),
                TPUC_TEST(test_client_marks),
                TPUC_TEST(test_add_views_broadcast_alpha),
                TPUC_TEST(test_int_true_division_and_compare),
