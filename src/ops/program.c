@@ -796,8 +796,10 @@ typedef struct {
   tpuc_code check_code;
   const char* check_msg;
   /* A random call's counters come from tpuc::random_words of this count
-   * (draw_words), 0 when from the generator state. */
+   * (draw_words), 0 when from the generator state; `calls` counts the
+   * calls that ran it so (words_hot). */
   int64_t words;
+  uint32_t calls;
 } prog_entry;
 
 static pthread_mutex_t g_prog_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -907,27 +909,32 @@ static void make_key(int index, const tpuc_op_arg* args, size_t nargs,
   }
 }
 
+/* The entry of `k`, or NULL; the caller holds g_prog_mu. */
+static prog_entry* prog_slot(tpuc_client* client, const keybuf* k,
+                             tpuc_fingerprint fp) {
+  if (g_progs_cap == 0) return NULL;
+  size_t mask = g_progs_cap - 1;
+  for (size_t i = (size_t)fp.lo & mask; g_progs[i].key; i = (i + 1) & mask) {
+    prog_entry* e = &g_progs[i];
+    if (tpuc_fingerprint_eq(e->fp, fp) && e->client == client &&
+        e->key_len == k->len && memcmp(e->key, k->buf, k->len) == 0)
+      return e;
+  }
+  return NULL;
+}
+
 /* Finds the entry; returns it with its executable retained, or NULL. */
 static prog_entry* prog_find(tpuc_client* client, const keybuf* k,
                              tpuc_fingerprint fp, prog_entry* copy) {
-  prog_entry* hit = NULL;
   pthread_mutex_lock(&g_prog_mu);
-  if (g_progs_cap > 0) {
-    size_t mask = g_progs_cap - 1;
-    for (size_t i = (size_t)fp.lo & mask; g_progs[i].key; i = (i + 1) & mask) {
-      prog_entry* e = &g_progs[i];
-      if (tpuc_fingerprint_eq(e->fp, fp) && e->client == client &&
-          e->key_len == k->len && memcmp(e->key, k->buf, k->len) == 0) {
-        *copy = *e;
-        tpuc_executable_retain(e->exe);
-        fz_text_retain(e->text);
-        hit = copy;
-        break;
-      }
-    }
+  prog_entry* e = prog_slot(client, k, fp);
+  if (e != NULL) {
+    *copy = *e;
+    tpuc_executable_retain(e->exe);
+    fz_text_retain(e->text);
   }
   pthread_mutex_unlock(&g_prog_mu);
-  return hit;
+  return e != NULL ? copy : NULL;
 }
 
 static void on_client_destroy(tpuc_client* client, void* user) {
@@ -946,21 +953,46 @@ static void on_client_destroy(tpuc_client* client, void* user) {
 static void prog_set_exe(tpuc_client* client, const keybuf* k,
                          tpuc_fingerprint fp, tpuc_executable* exe) {
   pthread_mutex_lock(&g_prog_mu);
-  if (g_progs_cap > 0) {
-    size_t mask = g_progs_cap - 1;
-    for (size_t i = (size_t)fp.lo & mask; g_progs[i].key; i = (i + 1) & mask) {
-      prog_entry* e = &g_progs[i];
-      if (tpuc_fingerprint_eq(e->fp, fp) && e->client == client &&
-          e->key_len == k->len && memcmp(e->key, k->buf, k->len) == 0) {
-        if (e->exe == NULL) {
-          tpuc_executable_retain(exe);
-          e->exe = exe;
-        }
-        break;
-      }
-    }
+  prog_entry* e = prog_slot(client, k, fp);
+  if (e != NULL && e->exe == NULL) {
+    tpuc_executable_retain(exe);
+    e->exe = exe;
   }
   pthread_mutex_unlock(&g_prog_mu);
+}
+
+/* Counts a call of `k`'s program that took its counters from
+ * tpuc::random_words; true for the call that makes it hot (words_hot). */
+static bool prog_words_call(tpuc_client* client, const keybuf* k,
+                            tpuc_fingerprint fp, uint32_t hot) {
+  pthread_mutex_lock(&g_prog_mu);
+  prog_entry* e = prog_slot(client, k, fp);
+  bool now = e != NULL && e->words > 0 && ++e->calls == hot;
+  pthread_mutex_unlock(&g_prog_mu);
+  return now;
+}
+
+/* The entry of `k` draws its counters itself from now on: `exe` and
+ * `text` (the program that does) replace its own. */
+static void prog_unsplit(tpuc_client* client, const keybuf* k,
+                         tpuc_fingerprint fp, tpuc_executable* exe,
+                         fz_text* text) {
+  tpuc_executable* old_exe = NULL;
+  fz_text* old_text = NULL;
+  pthread_mutex_lock(&g_prog_mu);
+  prog_entry* e = prog_slot(client, k, fp);
+  if (e != NULL) {
+    old_exe = e->exe;
+    old_text = e->text;
+    tpuc_executable_retain(exe);
+    fz_text_retain(text);
+    e->exe = exe;
+    e->text = text;
+    e->words = 0;
+  }
+  pthread_mutex_unlock(&g_prog_mu);
+  if (old_exe != NULL) tpuc_executable_release(old_exe);
+  fz_text_release(old_text);
 }
 
 static void prog_insert(tpuc_client* client, const keybuf* k,
@@ -1024,6 +1056,7 @@ static void prog_insert(tpuc_client* client, const keybuf* k,
     e->check_code = c->check_code;
     e->check_msg = c->check_msg;
     e->words = c->words_total;
+    e->calls = 0;
     g_progs_count++;
   }
   pthread_mutex_unlock(&g_prog_mu);
@@ -1496,6 +1529,12 @@ static tpuc_status* build_program(tpuc_client* client, const op_entry* e,
  * compile is small next to their run, which the split would slow. */
 #define WORDS_MIN 256
 #define WORDS_MAX 16384
+/* Outside fused mode a call with its counters from the bucket's program
+ * costs one more dispatch (about 65 us on the CPU plugin); at its 64th
+ * such call its own program that draws them itself is compiled and takes
+ * over (same numbers). Fused mode composes the two into its segment
+ * program. */
+#define WORDS_HOT 64
 
 static int g_words_index = -1;
 static pthread_once_t g_words_once = PTHREAD_ONCE_INIT;
@@ -1569,6 +1608,50 @@ static tpuc_status* draw_words(tpuc_client* client, int device,
   return NULL;
 }
 
+/* Compiles the call's program that draws its counters itself and gives it
+ * to the call and to its entry (`*exe`, `*text`, `*words`), as WORDS_HOT
+ * says; keeps the pair when that fails. */
+static void unsplit(tpuc_client* client, const op_entry* e,
+                    const tpuc_op_arg* args, size_t num_args,
+                    const tpuc_op_options* options, const keybuf* key,
+                    tpuc_fingerprint fp, const tpuc_hlo_type* exec_types,
+                    tpuc_executable** exe, fz_text** text, int64_t* words) {
+  op_ctx* c = calloc(1, sizeof *c);
+  if (c == NULL) return;
+  c->args = args;
+  c->nargs = num_args;
+  c->opts = options;
+  c->random = true;
+  tpuc_executable* one = NULL;
+  fz_text* one_text = NULL;
+  tpuc_hlo_type out_types[OP_MAX_OUTS], one_types[OP_MAX_OUTS + 1];
+  tpuc_status* st = build_program(client, e, c, fp, true, &one, &one_text,
+                                  out_types, one_types);
+  /* The same outputs (the defined results, the check), as it must be. */
+  size_t nexec = c->has_check ? 1 : 0;
+  for (size_t k = 0; st == NULL && k < c->nouts; k++)
+    nexec += out_types[k].rank >= 0;
+  bool same = st == NULL;
+  for (size_t k = 0; same && k < nexec; k++) {
+    const tpuc_hlo_type *a = &one_types[k], *b = &exec_types[k];
+    same = a->dtype == b->dtype && a->rank == b->rank &&
+           memcmp(a->dims, b->dims, sizeof(int64_t) * (size_t)a->rank) == 0;
+  }
+  free(c);
+  tpuc_status_free(st);
+  if (!same) {
+    if (one != NULL) tpuc_executable_release(one);
+    fz_text_release(one_text);
+    return;
+  }
+  prog_unsplit(client, key, fp, one, one_text);
+  if (*exe != NULL) tpuc_executable_release(*exe);
+  fz_text_release(*text);
+  *exe = one;
+  *text = one_text;
+  *words = 0;
+}
+
 /* One program of a call: phase 0 for ordinary ops; dynamic-shape ops run
  * phase 1 (their sizes) and then phase 2 with those sizes in `dyn`. */
 static tpuc_status* run_phase(tpuc_client* client, int device, int index,
@@ -1639,6 +1722,10 @@ static tpuc_status* run_phase(tpuc_client* client, int device, int index,
       tpuc_status_free(reg);
     }
   }
+  if (words > 0 && mode != TPUC_EAGER_FUSED && !key.overflow &&
+      prog_words_call(client, &key, fp, WORDS_HOT))
+    unsplit(client, e, args, num_args, options, &key, fp, exec_types, &exe,
+            &text, &words);
   if (nouts > max_results) {
     if (exe != NULL) tpuc_executable_release(exe);
     fz_text_release(text);
